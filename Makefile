@@ -1,0 +1,46 @@
+# hakmem build.  Variants (documented in docs/build.md):
+#   make            release: build/libhakmem.so, build/libhakmem.a
+#   make debug      debug:   build/debug/libhakmem.so, .a (-O0 -g, internal consistency checks)
+#   make test       the whole test suite (tests/run_tests.sh), ends with "N passed, N failed"
+#   make bench      the allocator comparison (bench/run.py); QUICK=1 for a short run
+CC      ?= cc
+CXX     ?= c++
+BUILD   := build
+SRCS    := $(wildcard src/*.c)
+HDRS    := $(wildcard src/*.h) include/hakmem.h
+CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+               -fno-semantic-interposition -fno-builtin-malloc -fno-stack-protector -fexceptions \
+               -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread
+CFLAGS_RELEASE := -O2 -DNDEBUG -g
+CFLAGS_DEBUG   := -O0 -g3 -DHAK_DEBUG=1
+LDLIBS_LIB := -pthread
+
+REL_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
+DBG_OBJS := $(patsubst src/%.c,$(BUILD)/debug/obj/%.o,$(SRCS))
+
+.PHONY: all release debug test bench clean soak
+all: release
+release: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
+debug: $(BUILD)/debug/libhakmem.so $(BUILD)/debug/libhakmem.a
+
+$(BUILD)/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS_RELEASE) $(EXTRA_CFLAGS) -c $< -o $@
+$(BUILD)/debug/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS_DEBUG) $(EXTRA_CFLAGS) -c $< -o $@
+
+$(BUILD)/libhakmem.so: $(REL_OBJS)
+	$(CC) -shared -Wl,-soname,libhakmem.so.0 -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
+$(BUILD)/libhakmem.a: $(REL_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/debug/libhakmem.so: $(DBG_OBJS)
+	$(CC) -shared -Wl,-soname,libhakmem.so.0 -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
+$(BUILD)/debug/libhakmem.a: $(DBG_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+-include tests/tests.mk
+-include bench/bench.mk
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,90 @@
+/* hakmem.h -- public interface of the hakmem memory allocator.
+ *
+ * hakmem replaces the standard allocation entry points (malloc, free, calloc,
+ * realloc, the aligned family, malloc_usable_size, C23 free_sized, C++ new and
+ * delete) when it is preloaded (LD_PRELOAD=libhakmem.so) or linked
+ * (libhakmem.a).  Programs need this header only for the hakmem_* extras below.
+ *
+ * Every standard entry point also exists under a hakmem_ prefix.  A build with
+ * -DHAK_NO_OVERRIDE exports only the prefixed names; the sanitizer test builds
+ * use that to run hakmem beside ASan/TSan's own malloc.
+ */
+#ifndef HAKMEM_H
+#define HAKMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HAKMEM_VERSION_MAJOR 0
+#define HAKMEM_VERSION_MINOR 1
+#define HAKMEM_VERSION_PATCH 0
+#define HAKMEM_VERSION_STRING "0.1.0"
+
+/* ---- the standard family under hakmem's own names ---- */
+void  *hakmem_malloc(size_t size);
+void   hakmem_free(void *p);
+void  *hakmem_calloc(size_t n, size_t size);
+void  *hakmem_realloc(void *p, size_t size);
+void  *hakmem_reallocarray(void *p, size_t n, size_t size);
+int    hakmem_posix_memalign(void **out, size_t alignment, size_t size);
+void  *hakmem_aligned_alloc(size_t alignment, size_t size);
+void  *hakmem_memalign(size_t alignment, size_t size);
+void  *hakmem_valloc(size_t size);
+void  *hakmem_pvalloc(size_t size);
+size_t hakmem_usable_size(const void *p);
+void   hakmem_free_sized(void *p, size_t size);
+void   hakmem_free_aligned_sized(void *p, size_t alignment, size_t size);
+
+/* ---- hakmem extras ---- */
+
+/* Version string, e.g. "0.1.0". */
+const char *hakmem_version(void);
+
+/* Build variant: "release" or "debug". */
+const char *hakmem_build_variant(void);
+
+/* 1 if p points into memory that hakmem manages (a live or free block, or a
+ * huge mapping), 0 otherwise.  Cheap: one lookup in the region map.  The
+ * benchmark workloads use it to prove that hakmem served their allocations. */
+int hakmem_owns(const void *p);
+
+/* Process-wide statistics.  Counters are kept off the fast path (slow paths and
+ * OS calls), so reading them costs nothing in the hot loop. */
+#define HAKMEM_STATS_CLASSES 128
+typedef struct hakmem_class_stats_s {
+    size_t block_size;       /* 0 for unused entries */
+    uint64_t pages_in_use;   /* pages currently owned by heaps for this class */
+    uint64_t pages_peak;     /* highest pages_in_use seen */
+    uint64_t refills;        /* slow-path page refills (a new or recycled page) */
+    uint64_t remote_frees;   /* frees from a thread other than the owner */
+} hakmem_class_stats_t;
+
+typedef struct hakmem_stats_s {
+    uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
+    uint64_t segments_in_use, segments_peak;  /* 4 MiB segments mapped (excl. huge) */
+    uint64_t huge_in_use, huge_peak;          /* huge blocks (own mapping) */
+    uint64_t bytes_mapped, bytes_mapped_peak; /* address space mapped from the OS */
+    uint64_t heaps_created, heaps_adopted;    /* thread heaps made fresh / reused */
+    uint64_t slow_allocs;                     /* allocations that left the fast path */
+    uint64_t remote_frees;                    /* all remote frees */
+    uint64_t rss_peak_bytes;                  /* from getrusage (ru_maxrss) */
+    hakmem_class_stats_t classes[HAKMEM_STATS_CLASSES];
+} hakmem_stats_t;
+
+/* Fill *out; returns 0, or -1 if out is NULL. */
+int  hakmem_stats_get(hakmem_stats_t *out);
+/* Print a report (hakmem's name, per-class table, OS calls, peak RSS) to stderr. */
+void hakmem_stats_print(void);
+
+/* Return free memory to the OS now (what malloc_trim(0) does). Returns 1 if
+ * any memory was released, 0 otherwise. */
+int hakmem_collect(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HAKMEM_H */

@@ -1,0 +1,170 @@
+/* hak_alloc.c -- the standard allocation entry points.
+ *
+ * Each is defined once under its hakmem_ name; unless HAK_NO_OVERRIDE is set
+ * the glibc name is an alias of the same code, so a preloaded or statically
+ * linked hakmem serves malloc, free, calloc, realloc, reallocarray,
+ * posix_memalign, aligned_alloc, memalign, valloc, pvalloc,
+ * malloc_usable_size, free_sized and free_aligned_sized. */
+#include "hak_internal.h"
+#include <stdlib.h>
+
+#ifdef HAK_NO_OVERRIDE
+#define HAK_ALIAS(std, ours)
+#else
+#define HAK_ALIAS(std, ours) extern __typeof__(ours) std __attribute__((alias(#ours), visibility("default")));
+#endif
+
+HAK_EXPORT void *hakmem_malloc(size_t size) { return hak_malloc_inline(size); }
+HAK_EXPORT void hakmem_free(void *p) { hak_free_inline(p); }
+
+HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
+    size_t total;
+    if (hak_unlikely(__builtin_mul_overflow(n, size, &total))) { errno = ENOMEM; return NULL; }
+    if (total > HAK_LARGE_MAX) {
+        hak_heap_t *heap = hak_tls_heap;
+        if (heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
+        return hak_huge_alloc(total, HAK_MIN_ALIGN, true);   /* fresh mapping: already zero */
+    }
+    void *p = hak_malloc_inline(total);
+    if (hak_likely(p != NULL)) memset(p, 0, total);
+    return p;
+}
+
+/* Resize p.  Keeps the block when the new size fits and wastes at most half
+ * of it; huge blocks move pages with mremap; otherwise allocate, copy, free. */
+void *hak_realloc(void *p, size_t size) {
+    if (p == NULL) return hak_malloc_inline(size);
+    if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */
+    hak_segment_t *seg;
+    hak_page_t *page;
+    uint8_t *block = hak_block_of(p, "realloc()", &seg, &page);
+    if (((hak_block_t *)block)->key == hak_free_key && !(page->flags & HAK_PAGE_IS_HUGE))
+        hak_fatal("realloc()", "pointer already freed", p);
+    size_t usable = page->block_size - (size_t)((uint8_t *)p - block);
+    if (page->flags & HAK_PAGE_IS_HUGE) {
+        usable = page->area - (size_t)((uint8_t *)p - page->start);
+        if (size > HAK_LARGE_MAX) {
+            void *q = hak_huge_realloc(seg, p, size);
+            if (q) return q;
+            if (size > ((size_t)1 << 46)) return NULL;   /* errno set */
+        }
+    }
+    if (size <= usable && size >= usable / 2) return p;
+    void *q = hak_malloc_inline(size);
+    if (!q) return NULL;
+    memcpy(q, p, size < usable ? size : usable);
+    hak_free_inline(p);
+    return q;
+}
+HAK_EXPORT void *hakmem_realloc(void *p, size_t size) { return hak_realloc(p, size); }
+
+HAK_EXPORT void *hakmem_reallocarray(void *p, size_t n, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) { errno = ENOMEM; return NULL; }
+    return hak_realloc(p, total);
+}
+
+/* Aligned blocks.  First try the plain size class (its blocks are often
+ * aligned already); else take a block large enough to contain an aligned
+ * one and mark the page, so free() knows to look for the block's start. */
+void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
+    if (align <= HAK_MIN_ALIGN) return zero ? hakmem_calloc(1, size) : hak_malloc_inline(size);
+    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    if (size + align <= HAK_LARGE_MAX) {
+        void *p = hak_malloc_inline(size);
+        if (!p) return NULL;
+        if (((uintptr_t)p & (align - 1)) == 0) {
+            if (zero) memset(p, 0, size);
+            return p;
+        }
+        hak_free_inline(p);
+        p = hak_malloc_inline(size + align - HAK_MIN_ALIGN);
+        if (!p) return NULL;
+        uint8_t *q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+        if (q != p) {
+            hak_segment_t *seg = hak_segment_of(p);
+            hak_page_of(seg, p)->flags |= HAK_PAGE_HAS_ALIGNED;  /* our own page */
+        }
+        if (zero) memset(q, 0, size);
+        return q;
+    }
+    if (hak_tls_heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
+    return hak_huge_alloc(size, align, zero);
+}
+
+static bool hak_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+HAK_EXPORT int hakmem_posix_memalign(void **out, size_t align, size_t size) {
+    if (!hak_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
+    int saved = errno;
+    void *p = hak_malloc_aligned(size, align, false);
+    if (!p) { int e = errno; errno = saved; return e ? e : ENOMEM; }
+    *out = p;
+    return 0;
+}
+
+HAK_EXPORT void *hakmem_aligned_alloc(size_t align, size_t size) {
+    if (!hak_pow2(align)) { errno = EINVAL; return NULL; }
+    return hak_malloc_aligned(size, align, false);
+}
+
+HAK_EXPORT void *hakmem_memalign(size_t align, size_t size) {
+    if (!hak_pow2(align)) {
+        /* glibc rounds a non-power-of-two alignment up; an absurd one fails. */
+        if (align > ((size_t)1 << 62)) { errno = EINVAL; return NULL; }
+        size_t a = 1;
+        while (a < align) a <<= 1;
+        align = a;
+    }
+    return hak_malloc_aligned(size, align, false);
+}
+
+HAK_EXPORT void *hakmem_valloc(size_t size) { return hak_malloc_aligned(size, hak_os_page_size(), false); }
+
+HAK_EXPORT void *hakmem_pvalloc(size_t size) {
+    size_t ps = hak_os_page_size();
+    if (size > SIZE_MAX - ps) { errno = ENOMEM; return NULL; }
+    size_t rounded = size == 0 ? ps : (size + ps - 1) & ~(ps - 1);
+    return hak_malloc_aligned(rounded, ps, false);
+}
+
+size_t hak_usable_size(const void *p) {
+    if (p == NULL) return 0;
+    hak_segment_t *seg;
+    hak_page_t *page;
+    uint8_t *block = hak_block_of(p, "malloc_usable_size()", &seg, &page);
+    if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
+    return page->block_size - (size_t)((const uint8_t *)p - block);
+}
+HAK_EXPORT size_t hakmem_usable_size(const void *p) { return hak_usable_size(p); }
+
+/* C23: the size (and alignment) must be what the block was allocated with;
+ * a size larger than the block can hold is a misuse hakmem reports. */
+HAK_EXPORT void hakmem_free_sized(void *p, size_t size) {
+    if (HAK_DEBUG_ENABLED && p && size > hak_usable_size(p)) hak_fatal("free_sized()", "size larger than the block", p);
+    hak_free_inline(p);
+}
+HAK_EXPORT void hakmem_free_aligned_sized(void *p, size_t align, size_t size) {
+    if (HAK_DEBUG_ENABLED && p && (((uintptr_t)p & (align - 1)) != 0 || size > hak_usable_size(p)))
+        hak_fatal("free_aligned_sized()", "alignment or size does not match the block", p);
+    hak_free_inline(p);
+}
+
+HAK_EXPORT int hakmem_owns(const void *p) { return hak_segment_of_checked(p) != NULL; }
+HAK_EXPORT const char *hakmem_version(void) { return HAKMEM_VERSION_STRING; }
+const char *hakmem_build_variant_internal(void) { return HAK_DEBUG_ENABLED ? "debug" : "release"; }
+HAK_EXPORT const char *hakmem_build_variant(void) { return hakmem_build_variant_internal(); }
+
+HAK_ALIAS(malloc, hakmem_malloc)
+HAK_ALIAS(free, hakmem_free)
+HAK_ALIAS(calloc, hakmem_calloc)
+HAK_ALIAS(realloc, hakmem_realloc)
+HAK_ALIAS(reallocarray, hakmem_reallocarray)
+HAK_ALIAS(posix_memalign, hakmem_posix_memalign)
+HAK_ALIAS(aligned_alloc, hakmem_aligned_alloc)
+HAK_ALIAS(memalign, hakmem_memalign)
+HAK_ALIAS(valloc, hakmem_valloc)
+HAK_ALIAS(pvalloc, hakmem_pvalloc)
+HAK_ALIAS(malloc_usable_size, hakmem_usable_size)
+HAK_ALIAS(free_sized, hakmem_free_sized)
+HAK_ALIAS(free_aligned_sized, hakmem_free_aligned_sized)

@@ -1,0 +1,89 @@
+/* hak_glibc.c -- the rest of glibc's malloc extension API: malloc_trim,
+ * mallinfo, mallinfo2, malloc_stats, malloc_info, mallopt.  Each reports
+ * hakmem's own figures; what has no meaning here is accepted and ignored
+ * (mallopt) or fails as glibc documents (malloc_info with options != 0). */
+#include "hak_internal.h"
+#include <malloc.h>
+#include <stdio.h>
+
+/* Return every purgeable byte: this thread's free pages, abandoned heaps'
+ * free pages, and the segment cache.  (Other live threads' free pages are
+ * purged by those threads after the purge delay.) */
+HAK_EXPORT int hakmem_collect(void) {
+    uint64_t before = atomic_load_explicit(&hak_counters.madvise_calls, memory_order_relaxed) +
+                      atomic_load_explicit(&hak_counters.munmap_calls, memory_order_relaxed);
+    hak_heap_t *heap = hak_tls_heap;
+    if (heap != &hak_heap_empty) hak_heap_collect(heap, true);
+    hak_sweep_abandoned(true);
+    hak_segment_cache_trim();
+    uint64_t after = atomic_load_explicit(&hak_counters.madvise_calls, memory_order_relaxed) +
+                     atomic_load_explicit(&hak_counters.munmap_calls, memory_order_relaxed);
+    return after != before;
+}
+
+static struct mallinfo2 hak_mallinfo2(void) {
+    struct mallinfo2 mi;
+    memset(&mi, 0, sizeof mi);
+    size_t in_pages = 0;
+    for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
+        size_t pages = atomic_load_explicit(&hak_counters.class_pages[c], memory_order_relaxed);
+        hak_page_kind_t k = hak_class_kind(c);
+        in_pages += pages << (k == HAK_PAGE_SMALL ? HAK_SMALL_PAGE_SHIFT
+                              : k == HAK_PAGE_MEDIUM ? HAK_MEDIUM_PAGE_SHIFT : HAK_LARGE_PAGE_SHIFT);
+    }
+    size_t segs = atomic_load_explicit(&hak_counters.segments_in_use, memory_order_relaxed);
+    size_t mapped = atomic_load_explicit(&hak_counters.bytes_mapped, memory_order_relaxed);
+    mi.arena = segs * HAK_SEGMENT_SIZE;                 /* segment memory */
+    mi.hblks = atomic_load_explicit(&hak_counters.huge_in_use, memory_order_relaxed);
+    mi.hblkhd = mapped > mi.arena ? mapped - mi.arena : 0; /* huge + metadata mappings */
+    mi.uordblks = in_pages < mi.arena ? in_pages : mi.arena; /* bytes in pages assigned to a class */
+    mi.fordblks = mi.arena - mi.uordblks;
+    mi.usmblks = atomic_load_explicit(&hak_counters.bytes_mapped_peak, memory_order_relaxed);
+    mi.ordblks = 1;
+    return mi;
+}
+
+HAK_EXPORT int hakmem_malloc_trim(size_t pad) { (void)pad; return hakmem_collect(); }
+HAK_EXPORT struct mallinfo2 hakmem_mallinfo2(void) { return hak_mallinfo2(); }
+HAK_EXPORT struct mallinfo hakmem_mallinfo(void) {
+    struct mallinfo2 m = hak_mallinfo2();
+    struct mallinfo r;
+#define HAK_CLAMP(x) ((int)((x) > (size_t)__INT_MAX__ ? (size_t)__INT_MAX__ : (x)))
+    r.arena = HAK_CLAMP(m.arena); r.ordblks = HAK_CLAMP(m.ordblks); r.smblks = HAK_CLAMP(m.smblks);
+    r.hblks = HAK_CLAMP(m.hblks); r.hblkhd = HAK_CLAMP(m.hblkhd); r.usmblks = HAK_CLAMP(m.usmblks);
+    r.fsmblks = HAK_CLAMP(m.fsmblks); r.uordblks = HAK_CLAMP(m.uordblks); r.fordblks = HAK_CLAMP(m.fordblks);
+    r.keepcost = HAK_CLAMP(m.keepcost);
+    return r;
+}
+HAK_EXPORT void hakmem_malloc_stats(void) { hakmem_stats_print(); }
+
+HAK_EXPORT int hakmem_malloc_info(int options, FILE *fp) {
+    if (options != 0 || !fp) { errno = EINVAL; return -1; }
+    struct mallinfo2 m = hak_mallinfo2();
+    fprintf(fp, "<malloc version=\"hakmem-%s\">\n<heap nr=\"0\">\n", HAKMEM_VERSION_STRING);
+    fprintf(fp, "<total type=\"segments\" size=\"%zu\"/>\n<total type=\"in_pages\" size=\"%zu\"/>\n",
+            m.arena, m.uordblks);
+    fprintf(fp, "<total type=\"huge\" count=\"%zu\" size=\"%zu\"/>\n</heap>\n</malloc>\n", m.hblks, m.hblkhd);
+    return 0;
+}
+
+/* glibc's parameters are accepted (1) and have no effect; unknown ones fail (0). */
+HAK_EXPORT int hakmem_mallopt(int param, int value) {
+    (void)value;
+    switch (param) {
+    case M_TRIM_THRESHOLD: case M_TOP_PAD: case M_MMAP_THRESHOLD: case M_MMAP_MAX:
+    case M_CHECK_ACTION: case M_PERTURB: case M_ARENA_TEST: case M_ARENA_MAX: case M_MXFAST:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+#ifndef HAK_NO_OVERRIDE
+extern __typeof__(hakmem_malloc_trim) malloc_trim __attribute__((alias("hakmem_malloc_trim"), visibility("default")));
+extern __typeof__(hakmem_mallinfo2) mallinfo2 __attribute__((alias("hakmem_mallinfo2"), visibility("default")));
+extern __typeof__(hakmem_mallinfo) mallinfo __attribute__((alias("hakmem_mallinfo"), visibility("default")));
+extern __typeof__(hakmem_malloc_stats) malloc_stats __attribute__((alias("hakmem_malloc_stats"), visibility("default")));
+extern __typeof__(hakmem_malloc_info) malloc_info __attribute__((alias("hakmem_malloc_info"), visibility("default")));
+extern __typeof__(hakmem_mallopt) mallopt __attribute__((alias("hakmem_mallopt"), visibility("default")));
+#endif

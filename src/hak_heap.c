@@ -1,0 +1,186 @@
+/* hak_heap.c -- process start-up, thread heaps, thread exit, adoption of
+ * abandoned heaps, sweeping, and fork.
+ *
+ * Life of a heap: a thread's first malloc finds hak_tls_heap pointing at the
+ * static empty heap, whose direct[] entries all lead to an empty page, so the
+ * fast path falls through to hak_malloc_slow, which calls
+ * hak_heap_for_thread().  That adopts an abandoned heap if there is one (one
+ * CAS, no lock) or makes a new one.  At thread exit a pthread key destructor
+ * collects the heap, frees its empty pages and marks it ABANDONED, with all
+ * its live blocks still in place: remote frees keep landing in its pages, and
+ * the next new thread adopts it whole, or another thread sweeps it. */
+#include "hak_internal.h"
+#include <pthread.h>
+#include <sched.h>
+#include <sys/auxv.h>
+#include <stdlib.h>
+
+__thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
+hak_page_t hak_page_empty;
+hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty } };
+uintptr_t hak_free_key;
+
+static _Atomic(hak_heap_t *) hak_heaps_all;
+static _Atomic size_t hak_abandoned_count;
+static pthread_key_t hak_thread_key;
+static _Atomic int hak_init_state;            /* 0 not yet, 1 running, 2 done */
+
+/* ---- metadata arena: heaps live here and are never freed ---- */
+static pthread_mutex_t hak_meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *hak_meta_cur, *hak_meta_end;
+
+static void *hak_meta_alloc(size_t size) {
+    size = (size + 63) & ~(size_t)63;
+    pthread_mutex_lock(&hak_meta_lock);
+    if ((size_t)(hak_meta_end - hak_meta_cur) < size) {
+        size_t chunk = size > ((size_t)256 << 10) ? size : ((size_t)256 << 10);
+        uint8_t *p = hak_os_map(chunk);
+        if (!p) { pthread_mutex_unlock(&hak_meta_lock); return NULL; }
+        hak_meta_cur = p;
+        hak_meta_end = p + chunk;
+    }
+    void *r = hak_meta_cur;
+    hak_meta_cur += size;
+    pthread_mutex_unlock(&hak_meta_lock);
+    return r;
+}
+
+/* ---- process start-up ---- */
+
+static void hak_thread_done(void *value);
+
+void hak_process_init(void) {
+    if (hak_likely(atomic_load_explicit(&hak_init_state, memory_order_acquire) == 2)) return;
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&hak_init_state, &expected, 1)) {
+        hak_options_init();
+        /* The double-free key: 8 bytes of the kernel's AT_RANDOM, available
+         * from the first instruction, mixed with an address (ASLR). */
+        const uint8_t *r = (const uint8_t *)getauxval(AT_RANDOM);
+        uintptr_t key = 0x9e3779b97f4a7c15u ^ (uintptr_t)&hak_init_state;
+        if (r) { uintptr_t k2; memcpy(&k2, r + 8, sizeof k2); key ^= k2; }
+        key |= 1;  /* never 0 (the cleared state) and never a valid pointer */
+        hak_free_key = key;
+        pthread_key_create(&hak_thread_key, hak_thread_done);
+        atomic_store_explicit(&hak_init_state, 2, memory_order_release);
+    } else {
+        while (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2) sched_yield();
+    }
+}
+
+/* ---- thread heaps ---- */
+
+static void hak_heap_init(hak_heap_t *heap) {
+    memset(heap, 0, sizeof *heap);
+    for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) heap->direct[i] = &hak_page_empty;
+    atomic_store_explicit(&heap->state, HAK_HEAP_OWNED, memory_order_relaxed);
+}
+
+hak_heap_t *hak_heap_for_thread(void) {
+    hak_process_init();
+    hak_heap_t *heap = NULL;
+    if (atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) > 0) {
+        for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
+            int e = HAK_HEAP_ABANDONED;
+            if (atomic_compare_exchange_strong_explicit(&h->state, &e, HAK_HEAP_OWNED,
+                                                        memory_order_acquire, memory_order_relaxed)) {
+                atomic_fetch_sub_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+                hak_count(heaps_adopted);
+                heap = h;
+                break;
+            }
+        }
+    }
+    if (!heap) {
+        heap = hak_meta_alloc(sizeof *heap);
+        if (!heap) return NULL;
+        hak_heap_init(heap);
+        hak_heap_t *head = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed);
+        do { heap->next_all = head; } while (!atomic_compare_exchange_weak_explicit(
+                     &hak_heaps_all, &head, heap, memory_order_release, memory_order_relaxed));
+        hak_count(heaps_created);
+    }
+    hak_tls_heap = heap;
+    pthread_setspecific(hak_thread_key, heap);
+    return heap;
+}
+
+/* Collect every page of heap: apply delayed and remote frees, give empty
+ * pages back to their segments, move full pages that gained space back. */
+void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
+    hak_heap_process_delayed(heap);
+    for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
+        hak_page_t *page = heap->queues[c].first;
+        while (page) {
+            hak_page_t *next = page->next;
+            hak_page_free_collect(page);
+            if (page->used == 0) {
+                /* unlike hak_page_retire, collecting frees a class's only page too */
+                hak_queue_remove(heap, page);
+                hak_segment_page_free(heap, page);
+            }
+            page = next;
+        }
+    }
+    /* Full pages gain space only through xdelayed, handled above, or through
+     * remote frees that raced with the move (collected here). */
+    hak_page_t *page = heap->full.first;
+    while (page) {
+        hak_page_t *next = page->next;
+        uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+        if (tf & ~HAK_TF_NOTIFY) {
+            hak_page_free_collect(page);
+            if (page->used == 0) hak_page_retire(heap, page);
+            else if (page->free) hak_page_unfull(heap, page);
+        }
+        page = next;
+    }
+    hak_segment_purge_due(heap, force_purge);
+}
+
+static void hak_thread_done(void *value) {
+    hak_heap_t *heap = (hak_heap_t *)value;
+    if (!heap || heap != hak_tls_heap) return;
+    hak_heap_collect(heap, false);
+    hak_tls_heap = &hak_heap_empty;
+    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
+    atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+}
+
+/* Collect the abandoned heaps nobody adopted, so their empty pages and
+ * segments go back.  Returns how many were swept. */
+size_t hak_sweep_abandoned(bool force_purge) {
+    if (atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) == 0) return 0;
+    size_t n = 0;
+    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
+        int e = HAK_HEAP_ABANDONED;
+        if (atomic_compare_exchange_strong_explicit(&h->state, &e, HAK_HEAP_BUSY,
+                                                    memory_order_acquire, memory_order_relaxed)) {
+            hak_heap_collect(h, force_purge);
+            atomic_store_explicit(&h->state, HAK_HEAP_ABANDONED, memory_order_release);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* ---- fork ---- */
+
+void hak_heaps_lock_for_fork(void) { pthread_mutex_lock(&hak_meta_lock); }
+void hak_heaps_unlock_after_fork(bool child) {
+    if (child) pthread_mutex_init(&hak_meta_lock, NULL);
+    else pthread_mutex_unlock(&hak_meta_lock);
+}
+
+static void hak_fork_prepare(void) { hak_heaps_lock_for_fork(); hak_segment_lock_for_fork(); }
+static void hak_fork_parent(void) { hak_segment_unlock_after_fork(false); hak_heaps_unlock_after_fork(false); }
+static void hak_fork_child(void) { hak_segment_unlock_after_fork(true); hak_heaps_unlock_after_fork(true); }
+
+void hak_stats_at_exit(void);
+
+__attribute__((constructor(101))) static void hak_constructor(void) {
+    hak_process_init();
+    pthread_atfork(hak_fork_prepare, hak_fork_parent, hak_fork_child);
+    if (hak_opt.verbose) hak_options_print();
+    if (hak_opt.stats) atexit(hak_stats_at_exit);
+}

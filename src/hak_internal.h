@@ -1,0 +1,180 @@
+/* hak_internal.h -- internal interface shared by hakmem's source files, and
+ * the inline fast paths of malloc and free. */
+#ifndef HAK_INTERNAL_H
+#define HAK_INTERNAL_H
+
+#include "hak_types.h"
+#include "hakmem.h"
+#define HAKMEM_VERSION_STRING_INTERNAL HAKMEM_VERSION_STRING
+#include <errno.h>
+#include <string.h>
+
+#define hak_likely(x)   __builtin_expect(!!(x), 1)
+#define hak_unlikely(x) __builtin_expect(!!(x), 0)
+#define HAK_NOINLINE    __attribute__((noinline))
+#define HAK_COLD        __attribute__((cold, noinline))
+#define HAK_INLINE      static inline __attribute__((always_inline))
+#define HAK_EXPORT      __attribute__((visibility("default")))
+
+#ifdef HAK_DEBUG
+#define HAK_DEBUG_ENABLED 1
+#else
+#define HAK_DEBUG_ENABLED 0
+#endif
+
+/* ---- globals (hak_heap.c, hak_segment.c) ---- */
+extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
+extern hak_heap_t hak_heap_empty;
+extern hak_page_t hak_page_empty;
+extern uintptr_t hak_free_key;                  /* random, never 0 */
+extern _Atomic uint8_t hak_segmap[HAK_SEGMAP_ENTRIES];
+
+/* ---- size classes (hak_size.c) ---- */
+size_t hak_class_size(unsigned cls);
+HAK_INLINE unsigned hak_size_class(size_t size) {
+    if (size <= 128) return size <= 16 ? 0 : (unsigned)((size - 1) >> 4);
+    size_t s = size - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzl(s);       /* 7.. */
+    return 8u + (k - 7u) * 8u + (unsigned)((s >> (k - 3)) & 7u);
+}
+hak_page_kind_t hak_class_kind(unsigned cls);
+
+/* ---- options (hak_options.c) ---- */
+typedef struct hak_options_s {
+    long profile;            /* 0 speed, 1 balanced, 2 lean */
+    long verbose;
+    long stats;
+    long purge_delay_ms;     /* -1: never purge free pages; 0: at once */
+    long segment_cache;      /* free segments kept mapped per process */
+} hak_options_t;
+extern hak_options_t hak_opt;
+void hak_options_init(void);
+void hak_options_print(void);
+
+/* ---- OS interface (hak_os.c) ---- */
+void *hak_os_map(size_t size);                  /* fresh zeroed RW memory or NULL */
+void *hak_os_map_aligned(size_t size, size_t align);
+void *hak_os_reserve_aligned(size_t size, size_t align); /* PROT_NONE */
+void  hak_os_unmap(void *p, size_t size);
+void  hak_os_purge(void *p, size_t size);       /* madvise DONTNEED */
+void *hak_os_remap(void *p, size_t old_size, size_t new_size, void *fixed_addr);
+size_t hak_os_page_size(void);
+uint64_t hak_os_now_ms(void);
+uint64_t hak_os_rss_peak_bytes(void);
+size_t hak_os_rss_bytes(void);
+void hak_os_write_err(const char *s, size_t n);
+
+/* ---- errors and messages (hak_error.c) ---- */
+__attribute__((noreturn, cold)) void hak_fatal(const char *op, const char *what, const void *p);
+void hak_message(const char *fmt, ...);         /* "hakmem: ..." to stderr, no malloc */
+
+/* ---- stats (hak_stats.c) ---- */
+typedef struct hak_counters_s {
+    _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
+    _Atomic uint64_t segments_in_use, segments_peak, huge_in_use, huge_peak;
+    _Atomic uint64_t bytes_mapped, bytes_mapped_peak;
+    _Atomic uint64_t heaps_created, heaps_adopted, slow_allocs, remote_frees;
+    _Atomic uint64_t class_pages[HAK_CLASS_COUNT], class_pages_peak[HAK_CLASS_COUNT];
+    _Atomic uint64_t class_refills[HAK_CLASS_COUNT], class_remote[HAK_CLASS_COUNT];
+} hak_counters_t;
+extern hak_counters_t hak_counters;
+#define hak_count(field) atomic_fetch_add_explicit(&hak_counters.field, 1, memory_order_relaxed)
+void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta);
+
+/* ---- process and heap life cycle (hak_heap.c) ---- */
+void hak_process_init(void);
+hak_heap_t *hak_heap_for_thread(void);          /* make or adopt the calling thread's heap */
+void hak_heap_collect(hak_heap_t *heap, bool force_purge);
+size_t hak_sweep_abandoned(bool force_purge);
+void hak_heaps_lock_for_fork(void);
+void hak_heaps_unlock_after_fork(bool child);
+
+/* ---- pages (hak_page.c) ---- */
+void *hak_malloc_slow(hak_heap_t *heap, size_t size);
+void  hak_free_slow(void *p);
+void  hak_page_free_collect(hak_page_t *page);
+void  hak_page_retire(hak_heap_t *heap, hak_page_t *page);
+void  hak_heap_process_delayed(hak_heap_t *heap);
+void  hak_queue_set_direct(hak_heap_t *heap, unsigned cls);
+void  hak_queue_remove(hak_heap_t *heap, hak_page_t *page);
+void  hak_page_unfull(hak_heap_t *heap, hak_page_t *page);
+void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_page_t **page_out);
+void  hak_page_check(const hak_page_t *page);   /* HAK_DEBUG consistency check */
+void *hak_page_block_start(const hak_page_t *page, const void *p);
+
+/* ---- segments (hak_segment.c) ---- */
+hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls);
+void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page);
+void hak_segment_purge_due(hak_heap_t *heap, bool force);
+size_t hak_segment_cache_trim(void);
+void hak_segment_lock_for_fork(void);
+void hak_segment_unlock_after_fork(bool child);
+hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
+void *hak_huge_alloc(size_t size, size_t align, bool zero);
+void  hak_huge_free(hak_segment_t *seg);
+void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size);
+void  hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls);
+
+/* ---- page lookup ---- */
+HAK_INLINE hak_segment_t *hak_segment_of(const void *p) {
+    return (hak_segment_t *)((uintptr_t)p & ~(uintptr_t)HAK_SEGMENT_MASK);
+}
+HAK_INLINE hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) {
+    size_t idx = ((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift;
+    return &seg->pages[idx];
+}
+/* 1: a segment starts here; v > 1: p is in a huge mapping whose header is
+ * v-1 segments lower; 0: not hakmem's. */
+HAK_INLINE uint8_t hak_segmap_get(const void *p) {
+    uintptr_t idx = (uintptr_t)p >> HAK_SEGMENT_SHIFT;
+    if (hak_unlikely(idx >= HAK_SEGMAP_ENTRIES)) return 0;
+    return atomic_load_explicit(&hak_segmap[idx], memory_order_relaxed);
+}
+/* offset % block_size == 0, for offset < 2^32 (Lemire's divisibility test). */
+HAK_INLINE bool hak_divisible(size_t offset, uint64_t magic) {
+    return (uint64_t)(uint32_t)offset * magic <= magic - 1;
+}
+
+/* ---- the fast paths ---- */
+
+/* malloc: one TLS load, one table load, one free-list pop. */
+HAK_INLINE void *hak_malloc_inline(size_t size) {
+    hak_heap_t *heap = hak_tls_heap;
+    if (hak_likely(size <= HAK_DIRECT_MAX)) {
+        hak_page_t *page = heap->direct[(size + 15) >> 4];
+        hak_block_t *b = page->free;
+        if (hak_likely(b != NULL)) {
+            page->free = b->next;
+            b->key = 0;
+            page->used++;
+            return b;
+        }
+    }
+    return hak_malloc_slow(heap, size);
+}
+
+/* free: region-map check, page by masking, then a local push -- or the slow
+ * path for remote frees, full pages, aligned blocks, huge blocks and misuse. */
+HAK_INLINE void hak_free_inline(void *p) {
+    if (hak_unlikely(hak_segmap_get(p) != 1)) { hak_free_slow(p); return; }
+    hak_segment_t *seg = hak_segment_of(p);
+    hak_page_t *page = hak_page_of(seg, p);
+    hak_block_t *b = (hak_block_t *)p;
+    size_t off = (uintptr_t)p - (uintptr_t)page->start;
+    if (hak_likely(seg->heap == hak_tls_heap && page->flags == 0 && off < page->area &&
+                   hak_divisible(off, page->div_magic) && b->key != hak_free_key)) {
+        b->key = hak_free_key;
+        b->next = page->local_free;
+        page->local_free = b;
+        if (hak_unlikely(--page->used == 0)) hak_page_retire(seg->heap, page);
+        return;
+    }
+    hak_free_slow(p);
+}
+
+/* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */
+size_t hak_usable_size(const void *p);
+void *hak_malloc_aligned(size_t size, size_t align, bool zero);
+void *hak_realloc(void *p, size_t size);
+
+#endif /* HAK_INTERNAL_H */

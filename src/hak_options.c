@@ -1,0 +1,77 @@
+/* hak_options.c -- the one table of HAKMEM_* options, read once at start-up.
+ *
+ * HAKMEM_PROFILE picks a column of defaults (speed, balanced, lean); each
+ * option can then be overridden by its own variable.  A bad value is named in
+ * a warning and the default stays.  HAKMEM_VERBOSE=1 prints the table.
+ * docs/options.md documents every row. */
+#include "hak_internal.h"
+#include <stdlib.h>
+
+hak_options_t hak_opt = { .profile = 1, .purge_delay_ms = 50, .segment_cache = 4 };
+
+typedef struct hak_option_def_s {
+    const char *name;          /* environment variable */
+    long *value;
+    long defaults[3];          /* speed, balanced, lean */
+    long min, max;
+    const char *help;
+} hak_option_def_t;
+
+static hak_option_def_t hak_option_table[] = {
+    { "HAKMEM_VERBOSE", &hak_opt.verbose, {0, 0, 0}, 0, 1,
+      "print version, build variant and every option at start-up" },
+    { "HAKMEM_STATS", &hak_opt.stats, {0, 0, 0}, 0, 1,
+      "print statistics to stderr at exit" },
+    { "HAKMEM_PURGE_DELAY_MS", &hak_opt.purge_delay_ms, {1000, 50, 0}, -1, 3600000,
+      "ms a free page keeps its memory before madvise(DONTNEED); -1 never" },
+    { "HAKMEM_SEGMENT_CACHE", &hak_opt.segment_cache, {16, 4, 0}, 0, 64,
+      "free 4 MiB segments kept mapped for reuse" },
+};
+#define HAK_OPTION_COUNT (sizeof hak_option_table / sizeof hak_option_table[0])
+
+static const char *const hak_profile_names[3] = { "speed", "balanced", "lean" };
+
+static bool hak_parse_long(const char *s, long *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end != 0) return false;
+    *out = v;
+    return true;
+}
+
+void hak_options_init(void) {
+    int saved = errno;
+    const char *prof = getenv("HAKMEM_PROFILE");
+    hak_opt.profile = 1;
+    if (prof && *prof) {
+        int found = -1;
+        for (int i = 0; i < 3; i++) if (strcmp(prof, hak_profile_names[i]) == 0) found = i;
+        if (found < 0) hak_message("hakmem: warning: HAKMEM_PROFILE='%s' is not speed, balanced or lean; using balanced\n", prof);
+        else hak_opt.profile = found;
+    }
+    for (size_t i = 0; i < HAK_OPTION_COUNT; i++) {
+        hak_option_def_t *o = &hak_option_table[i];
+        *o->value = o->defaults[hak_opt.profile];
+        const char *s = getenv(o->name);
+        if (!s) continue;
+        long v;
+        if (!hak_parse_long(s, &v) || v < o->min || v > o->max)
+            hak_message("hakmem: warning: %s='%s' is not a number in [%ld, %ld]; using %ld\n",
+                        o->name, s, o->min, o->max, *o->value);
+        else *o->value = v;
+    }
+    errno = saved;
+}
+
+const char *hakmem_build_variant_internal(void);
+
+void hak_options_print(void) {
+    hak_message("hakmem %s (%s build), profile %s\n", HAKMEM_VERSION_STRING_INTERNAL,
+                hakmem_build_variant_internal(), hak_profile_names[hak_opt.profile]);
+    for (size_t i = 0; i < HAK_OPTION_COUNT; i++) {
+        const hak_option_def_t *o = &hak_option_table[i];
+        hak_message("hakmem:   %s=%ld  (%s)\n", o->name, *o->value, o->help);
+    }
+}

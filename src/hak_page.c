@@ -1,0 +1,271 @@
+/* hak_page.c -- page queues and the slow paths of malloc and free.
+ *
+ * The fast paths (hak_internal.h) only pop page->free and push
+ * page->local_free.  Everything else lands here: refilling a class's current
+ * page, moving pages between the class queues and the full queue, remote
+ * frees, delayed frees into full pages, aligned blocks, and misuse checks. */
+#include "hak_internal.h"
+
+/* ---- queues ---- */
+
+static hak_page_queue_t *hak_queue_of(hak_heap_t *heap, hak_page_t *page) {
+    return (page->flags & HAK_PAGE_IN_FULL) ? &heap->full : &heap->queues[page->class_idx];
+}
+
+void hak_queue_set_direct(hak_heap_t *heap, unsigned cls) {
+    size_t hi_size = hak_class_size(cls);
+    if (hi_size > HAK_DIRECT_MAX) return;
+    size_t lo = cls == 0 ? 0 : (hak_class_size(cls - 1) >> 4) + 1, hi = hi_size >> 4;
+    hak_page_t *page = heap->queues[cls].first ? heap->queues[cls].first : &hak_page_empty;
+    for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
+}
+
+void hak_queue_remove(hak_heap_t *heap, hak_page_t *page) {
+    hak_page_queue_t *q = hak_queue_of(heap, page);
+    bool was_first = q->first == page;
+    if (page->prev) page->prev->next = page->next; else q->first = page->next;
+    if (page->next) page->next->prev = page->prev; else q->last = page->prev;
+    page->next = page->prev = NULL;
+    if (was_first && !(page->flags & HAK_PAGE_IN_FULL)) hak_queue_set_direct(heap, page->class_idx);
+}
+
+static void hak_queue_push(hak_heap_t *heap, hak_page_t *page, bool front) {
+    hak_page_queue_t *q = hak_queue_of(heap, page);
+    if (front || !q->first) {
+        page->prev = NULL;
+        page->next = q->first;
+        if (q->first) q->first->prev = page; else q->last = page;
+        q->first = page;
+        if (!(page->flags & HAK_PAGE_IN_FULL)) hak_queue_set_direct(heap, page->class_idx);
+    } else {
+        page->next = NULL;
+        page->prev = q->last;
+        q->last->next = page;
+        q->last = page;
+    }
+}
+
+/* ---- consistency (debug build) ---- */
+
+void hak_page_check(const hak_page_t *page) {
+    if (!HAK_DEBUG_ENABLED) return;
+    size_t n = 0;
+    const hak_block_t *lists[2] = { page->free, page->local_free };
+    for (int l = 0; l < 2; l++) {
+        for (const hak_block_t *b = lists[l]; b; b = b->next) {
+            size_t off = (uintptr_t)b - (uintptr_t)page->start;
+            if (off >= (size_t)page->capacity * page->block_size || off % page->block_size != 0)
+                hak_fatal("consistency check", "free list holds a foreign block", b);
+            if (++n > page->capacity) hak_fatal("consistency check", "free list cycle in page", page);
+        }
+    }
+    if (n + page->used != page->capacity)
+        hak_fatal("consistency check", "used + free != capacity in page", page);
+    if (page->capacity > page->reserved) hak_fatal("consistency check", "capacity > reserved in page", page);
+}
+
+/* ---- collecting remote frees ---- */
+
+/* Move remote frees (xthread_free) onto local_free, keeping the NOTIFY bit,
+ * and make local_free the allocation list when free is empty. */
+void hak_page_free_collect(hak_page_t *page) {
+    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+    if (tf & ~HAK_TF_NOTIFY) {
+        while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & HAK_TF_NOTIFY,
+                                                      memory_order_acquire, memory_order_relaxed)) {}
+        hak_block_t *list = (hak_block_t *)(tf & ~HAK_TF_NOTIFY), *tail = list;
+        uint32_t n = 1;
+        while (tail->next) { tail = tail->next; n++; }
+        tail->next = page->local_free;
+        page->local_free = list;
+        page->used -= n;
+    }
+    if (!page->free) {
+        page->free = page->local_free;
+        page->local_free = NULL;
+    }
+}
+
+/* Carve fresh blocks (about 4 KiB worth) from the never-used tail. */
+static void hak_page_extend(hak_page_t *page) {
+    size_t bsize = page->block_size;
+    uint32_t n = page->reserved - page->capacity;
+    uint32_t step = bsize >= 1024 ? 4 : (uint32_t)(4096 / bsize);
+    if (n > step) n = step;
+    uint8_t *first = page->start + (size_t)page->capacity * bsize;
+    for (uint32_t i = 0; i + 1 < n; i++) ((hak_block_t *)(first + i * bsize))->next = (hak_block_t *)(first + (i + 1) * bsize);
+    ((hak_block_t *)(first + (size_t)(n - 1) * bsize))->next = page->free;
+    page->free = (hak_block_t *)first;
+    page->capacity += n;
+}
+
+/* A page with nothing to hand out moves to heap->full, asking remote freers
+ * to notify the heap.  Fails if a remote free slipped in first. */
+static bool hak_page_to_full(hak_heap_t *heap, hak_page_t *page) {
+    uintptr_t expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&page->xthread_free, &expected, HAK_TF_NOTIFY,
+                                                 memory_order_acq_rel, memory_order_relaxed))
+        return false;
+    hak_queue_remove(heap, page);
+    page->flags |= HAK_PAGE_IN_FULL;
+    hak_queue_push(heap, page, true);
+    return true;
+}
+
+void hak_page_unfull(hak_heap_t *heap, hak_page_t *page) {
+    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & ~HAK_TF_NOTIFY,
+                                                  memory_order_acq_rel, memory_order_relaxed)) {}
+    hak_queue_remove(heap, page);
+    page->flags &= (uint8_t)~HAK_PAGE_IN_FULL;
+    hak_queue_push(heap, page, false);
+}
+
+/* A page whose blocks all came back.  Keep it if it is its class's only page
+ * (avoids map/unmap ping-pong), else give the slot back to its segment. */
+void hak_page_retire(hak_heap_t *heap, hak_page_t *page) {
+    hak_page_queue_t *q = &heap->queues[page->class_idx];
+    if (!(page->flags & HAK_PAGE_IN_FULL) && q->first == page && page->next == NULL) return;
+    hak_queue_remove(heap, page);
+    hak_segment_page_free(heap, page);
+}
+
+/* ---- malloc slow path ---- */
+
+static hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
+    hak_heap_process_delayed(heap);
+    hak_page_queue_t *q = &heap->queues[cls];
+    hak_page_t *page = q->first;
+    while (page) {
+        hak_page_t *next = page->next;
+        hak_page_free_collect(page);
+        if (page->free) break;
+        if (page->capacity < page->reserved) { hak_page_extend(page); break; }
+        if (!hak_page_to_full(heap, page)) {
+            hak_page_free_collect(page);
+            if (page->free) break;
+        }
+        page = next;
+    }
+    if (page) {
+        if (q->first != page) { hak_queue_remove(heap, page); hak_queue_push(heap, page, true); }
+    } else {
+        hak_segment_purge_due(heap, false);
+        page = hak_segment_page_alloc(heap, cls);
+        if (!page) return NULL;
+        hak_queue_push(heap, page, true);
+        hak_page_extend(page);
+        atomic_fetch_add_explicit(&hak_counters.class_refills[cls], 1, memory_order_relaxed);
+    }
+    hak_page_check(page);
+    return page;
+}
+
+void *hak_malloc_slow(hak_heap_t *heap, size_t size) {
+    if (hak_unlikely(heap == &hak_heap_empty)) {
+        heap = hak_heap_for_thread();
+        if (!heap) { errno = ENOMEM; return NULL; }
+    }
+    if (size > HAK_LARGE_MAX) {
+        hak_count(slow_allocs);
+        return hak_huge_alloc(size, HAK_MIN_ALIGN, false);
+    }
+    unsigned cls = hak_size_class(size);
+    hak_page_t *page = heap->queues[cls].first;
+    if (!page || !page->free) {
+        hak_count(slow_allocs);
+        page = hak_find_page(heap, cls);
+        if (!page) { errno = ENOMEM; return NULL; }
+    }
+    hak_block_t *b = page->free;
+    page->free = b->next;
+    b->key = 0;
+    page->used++;
+    return b;
+}
+
+/* ---- free slow path ---- */
+
+void *hak_page_block_start(const hak_page_t *page, const void *p) {
+    size_t off = (uintptr_t)p - (uintptr_t)page->start;
+    return page->start + (off / page->block_size) * page->block_size;
+}
+
+/* Local free of a block known to be valid; handles full and empty pages. */
+static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+    b->key = hak_free_key;
+    b->next = page->local_free;
+    page->local_free = b;
+    page->used--;
+    if (page->flags & HAK_PAGE_IN_FULL) hak_page_unfull(heap, page);
+    if (page->used == 0) hak_page_retire(heap, page);
+}
+
+/* Remote free: push onto the page's lock-free list, or -- when the owner
+ * marked the page full -- clear the mark and hand the block to the owning
+ * heap's delayed list so the owner sees the page again.  The heap pointer is
+ * read before the push: the block is still counted as used, so the segment
+ * cannot go away until the owner has seen it, and heaps are never freed. */
+static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
+    hak_heap_t *heap = seg->heap;
+    b->key = hak_free_key;
+    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), desired;
+    bool notify;
+    do {
+        notify = (tf & HAK_TF_NOTIFY) != 0;
+        if (notify) desired = tf & ~HAK_TF_NOTIFY;
+        else { b->next = (hak_block_t *)tf; desired = (uintptr_t)b; }
+    } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, desired,
+                                                    memory_order_release, memory_order_relaxed));
+    if (notify) {
+        hak_block_t *head = atomic_load_explicit(&heap->xdelayed, memory_order_relaxed);
+        do { b->next = head; } while (!atomic_compare_exchange_weak_explicit(&heap->xdelayed, &head, b,
+                                                    memory_order_release, memory_order_relaxed));
+    }
+    hak_count(remote_frees);
+    if (page->class_idx < HAK_CLASS_COUNT)
+        atomic_fetch_add_explicit(&hak_counters.class_remote[page->class_idx], 1, memory_order_relaxed);
+}
+
+void hak_heap_process_delayed(hak_heap_t *heap) {
+    if (!atomic_load_explicit(&heap->xdelayed, memory_order_relaxed)) return;
+    hak_block_t *b = atomic_exchange_explicit(&heap->xdelayed, NULL, memory_order_acquire);
+    while (b) {
+        hak_block_t *next = b->next;
+        hak_segment_t *seg = hak_segment_of(b);
+        hak_free_local(heap, hak_page_of(seg, b), b);
+        b = next;
+    }
+}
+
+/* Validate p for operation op and return its block's start (and page).
+ * Reports misuse and aborts: a pointer hakmem never returned, one inside a
+ * block, one in a free page slot, one past the carved blocks. */
+void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_page_t **page_out) {
+    hak_segment_t *seg = hak_segment_of_checked(p);
+    if (!seg) hak_fatal(op, "invalid pointer (not allocated by hakmem)", p);
+    hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
+    if (!page->in_use) hak_fatal(op, "invalid pointer (in a free page)", p);
+    *seg_out = seg;
+    *page_out = page;
+    size_t off = (uintptr_t)p - (uintptr_t)page->start;
+    if (page->flags & HAK_PAGE_IS_HUGE) {
+        if (off != 0) hak_fatal(op, "invalid pointer (inside a huge block)", p);
+        return (void *)p;
+    }
+    if (off >= (size_t)page->capacity * page->block_size) hak_fatal(op, "invalid pointer (not a block)", p);
+    if (hak_divisible(off, page->div_magic)) return (void *)p;
+    if (!(page->flags & HAK_PAGE_HAS_ALIGNED)) hak_fatal(op, "invalid pointer (inside a block)", p);
+    return hak_page_block_start(page, p);
+}
+
+void hak_free_slow(void *p) {
+    if (p == NULL) return;
+    hak_segment_t *seg;
+    hak_page_t *page;
+    hak_block_t *b = hak_block_of(p, "free()", &seg, &page);
+    if (page->flags & HAK_PAGE_IS_HUGE) { hak_huge_free(seg); return; }
+    if (b->key == hak_free_key) hak_fatal("free()", "double free of", p);
+    if (seg->heap == hak_tls_heap) hak_free_local(seg->heap, page, b);
+    else hak_free_remote(seg, page, b);
+}

@@ -1,0 +1,315 @@
+/* hak_segment.c -- segments, the region map, page slots, purging, and huge
+ * blocks (a mapping of their own).
+ *
+ * A heap owns its segments.  A segment whose pages are all free goes to a
+ * small process-wide cache (hak_opt.segment_cache entries, purged on entry
+ * unless the purge delay is negative) or back to the OS.  Free page slots
+ * inside a live segment keep their memory for hak_opt.purge_delay_ms and are
+ * then purged by the owner on one of its slow paths: no background thread. */
+#include "hak_internal.h"
+#include <pthread.h>
+
+_Atomic uint8_t hak_segmap[HAK_SEGMAP_ENTRIES];
+
+static pthread_mutex_t hak_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+#define HAK_SEGMENT_CACHE_MAX 64
+static hak_segment_t *hak_cache[HAK_SEGMENT_CACHE_MAX];
+static size_t hak_cache_count;
+
+static void hak_segmap_set(const void *p, uint8_t v) {
+    atomic_store_explicit(&hak_segmap[(uintptr_t)p >> HAK_SEGMENT_SHIFT], v, memory_order_release);
+}
+
+hak_segment_t *hak_segment_of_checked(const void *p) {
+    uint8_t v = hak_segmap_get(p);
+    if (v == 0) return NULL;
+    return (hak_segment_t *)(((uintptr_t)p & ~(uintptr_t)HAK_SEGMENT_MASK) -
+                             ((uintptr_t)(v - 1) << HAK_SEGMENT_SHIFT));
+}
+
+static size_t hak_round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+static size_t hak_segment_header_size(unsigned page_count) {
+    return hak_round_up(sizeof(hak_segment_t) + page_count * sizeof(hak_page_t), 256);
+}
+
+/* Byte range of page slot i (page 0 starts after the header). */
+static uint8_t *hak_page_area(hak_segment_t *seg, hak_page_t *page, size_t *size) {
+    size_t i = (size_t)(page - seg->pages);
+    uint8_t *lo = (uint8_t *)seg + (i << seg->page_shift);
+    size_t len = (size_t)1 << seg->page_shift;
+    if (i == 0) {
+        size_t h = hak_segment_header_size(seg->page_count);
+        lo += h; len -= h;
+    }
+    *size = len;
+    return lo;
+}
+
+/* ---- segments ---- */
+
+static void hak_segment_counted(int delta) {
+    hak_count_peak(&hak_counters.segments_in_use, &hak_counters.segments_peak, delta);
+}
+
+static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, hak_page_kind_t kind) {
+    hak_segment_t *seg = NULL;
+    pthread_mutex_lock(&hak_cache_lock);
+    if (hak_cache_count > 0) seg = hak_cache[--hak_cache_count];
+    pthread_mutex_unlock(&hak_cache_lock);
+    if (!seg) {
+        seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
+        if (!seg) return NULL;
+        hak_segmap_set(seg, 1);
+    }
+    unsigned shift = kind == HAK_PAGE_SMALL ? HAK_SMALL_PAGE_SHIFT
+                   : kind == HAK_PAGE_MEDIUM ? HAK_MEDIUM_PAGE_SHIFT : HAK_LARGE_PAGE_SHIFT;
+    unsigned count = 1u << (HAK_SEGMENT_SHIFT - shift);
+    memset(seg, 0, hak_segment_header_size(count));
+    seg->heap = heap;
+    seg->kind = (uint8_t)kind;
+    seg->page_shift = (uint8_t)shift;
+    seg->page_count = (uint16_t)count;
+    seg->map_size = HAK_SEGMENT_SIZE;
+    hak_segment_counted(1);
+    return seg;
+}
+
+static void hak_seglist_push(hak_heap_t *heap, hak_segment_t *seg) {
+    hak_segment_list_t *l = &heap->segs[seg->kind];
+    seg->prev = NULL;
+    seg->next = l->first;
+    if (l->first) l->first->prev = seg;
+    l->first = seg;
+    seg->in_free_list = true;
+}
+
+static void hak_seglist_remove(hak_heap_t *heap, hak_segment_t *seg) {
+    hak_segment_list_t *l = &heap->segs[seg->kind];
+    if (seg->prev) seg->prev->next = seg->next; else l->first = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    seg->next = seg->prev = NULL;
+    seg->in_free_list = false;
+}
+
+static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg) {
+    hak_seglist_remove(heap, seg);
+    hak_segment_counted(-1);
+    seg->heap = NULL;
+    if (hak_opt.purge_delay_ms >= 0)
+        hak_os_purge((uint8_t *)seg + hak_os_page_size(), HAK_SEGMENT_SIZE - hak_os_page_size());
+    pthread_mutex_lock(&hak_cache_lock);
+    if (hak_cache_count < (size_t)hak_opt.segment_cache && hak_cache_count < HAK_SEGMENT_CACHE_MAX) {
+        hak_cache[hak_cache_count++] = seg;
+        seg = NULL;
+    }
+    pthread_mutex_unlock(&hak_cache_lock);
+    if (seg) {
+        hak_segmap_set(seg, 0);
+        hak_os_unmap(seg, HAK_SEGMENT_SIZE);
+    }
+}
+
+/* Unmap every cached segment; returns bytes released. */
+size_t hak_segment_cache_trim(void) {
+    hak_segment_t *take[HAK_SEGMENT_CACHE_MAX];
+    pthread_mutex_lock(&hak_cache_lock);
+    size_t n = hak_cache_count;
+    memcpy(take, hak_cache, n * sizeof take[0]);
+    hak_cache_count = 0;
+    pthread_mutex_unlock(&hak_cache_lock);
+    for (size_t i = 0; i < n; i++) {
+        hak_segmap_set(take[i], 0);
+        hak_os_unmap(take[i], HAK_SEGMENT_SIZE);
+    }
+    return n * HAK_SEGMENT_SIZE;
+}
+
+void hak_segment_lock_for_fork(void) { pthread_mutex_lock(&hak_cache_lock); }
+void hak_segment_unlock_after_fork(bool child) {
+    if (child) pthread_mutex_init(&hak_cache_lock, NULL);
+    else pthread_mutex_unlock(&hak_cache_lock);
+}
+
+/* ---- page slots ---- */
+
+void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
+    size_t bsize = hak_class_size(cls), len;
+    uint8_t *start = hak_page_area(seg, page, &len);
+    if (page->needs_purge) { page->needs_purge = 0; seg->purge_pending--; }
+    page->free = page->local_free = NULL;
+    page->used = 0;
+    page->flags = 0;
+    page->class_idx = (uint8_t)cls;
+    page->kind = seg->kind;
+    page->in_use = 1;
+    page->start = start;
+    page->block_size = bsize;
+    page->reserved = (uint32_t)(len / bsize);
+    page->area = (size_t)page->reserved * bsize;
+    page->capacity = 0;
+    page->div_magic = UINT64_MAX / bsize + 1;
+    atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
+    page->next = page->prev = NULL;
+}
+
+hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
+    hak_page_kind_t kind = hak_class_kind(cls);
+    hak_segment_t *seg = heap->segs[kind].first;
+    if (!seg) {
+        if (hak_sweep_abandoned(false) > 0) seg = heap->segs[kind].first;
+        if (!seg) {
+            seg = hak_segment_alloc(heap, kind);
+            if (!seg) return NULL;
+            hak_seglist_push(heap, seg);
+        }
+    }
+    hak_page_t *page = NULL;
+    for (unsigned i = 0; i < seg->page_count; i++) {
+        if (!seg->pages[i].in_use) { page = &seg->pages[i]; break; }
+    }
+    if (HAK_DEBUG_ENABLED && !page) hak_fatal("hak_segment_page_alloc", "segment in free list has no free page", seg);
+    seg->used_pages++;
+    if (seg->used_pages == seg->page_count) hak_seglist_remove(heap, seg);
+    hak_segment_init_page(seg, page, cls);
+    hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
+    return page;
+}
+
+void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
+    hak_segment_t *seg = hak_segment_of(page);
+    hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
+    page->in_use = 0;
+    page->free = page->local_free = NULL;
+    page->used = 0;
+    page->flags = 0;
+    seg->used_pages--;
+    if (seg->used_pages == 0) {
+        if (!seg->in_free_list) hak_seglist_push(heap, seg);
+        for (unsigned i = 0; i < seg->page_count; i++) seg->pages[i].needs_purge = 0;
+        seg->purge_pending = 0;
+        hak_segment_release(heap, seg);
+        return;
+    }
+    if (!seg->in_free_list) hak_seglist_push(heap, seg);
+    if (hak_opt.purge_delay_ms >= 0) {
+        page->needs_purge = 1;
+        seg->purge_pending++;
+        page->freed_at_ms = hak_os_now_ms();
+        uint64_t due = page->freed_at_ms + (uint64_t)hak_opt.purge_delay_ms;
+        if (heap->purge_due_ms == 0 || due < heap->purge_due_ms) heap->purge_due_ms = due;
+        if (hak_opt.purge_delay_ms == 0) hak_segment_purge_due(heap, true);
+    }
+}
+
+/* Purge free page slots whose delay has passed (all of them when force). */
+void hak_segment_purge_due(hak_heap_t *heap, bool force) {
+    uint64_t now = hak_os_now_ms(), next_due = 0;
+    size_t os_page = hak_os_page_size();
+    if (!force && (heap->purge_due_ms == 0 || now < heap->purge_due_ms)) return;
+    for (int k = 0; k < HAK_PAGE_KINDS; k++) {
+        for (hak_segment_t *seg = heap->segs[k].first; seg; seg = seg->next) {
+            if (seg->purge_pending == 0) continue;
+            for (unsigned i = 0; i < seg->page_count; i++) {
+                hak_page_t *page = &seg->pages[i];
+                if (!page->needs_purge) continue;
+                uint64_t due = page->freed_at_ms + (uint64_t)hak_opt.purge_delay_ms;
+                if (!force && due > now) {
+                    if (next_due == 0 || due < next_due) next_due = due;
+                    continue;
+                }
+                size_t len;
+                uint8_t *lo = hak_page_area(seg, page, &len);
+                uint8_t *alo = (uint8_t *)hak_round_up((uintptr_t)lo, os_page);
+                hak_os_purge(alo, (size_t)(lo + len - alo));
+                page->needs_purge = 0;
+                seg->purge_pending--;
+            }
+        }
+    }
+    heap->purge_due_ms = next_due;
+}
+
+/* ---- huge blocks ---- */
+
+static size_t hak_huge_header(void) { return sizeof(hak_segment_t) + sizeof(hak_page_t); }
+
+static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
+    seg->heap = NULL;
+    seg->kind = HAK_PAGE_HUGE;
+    seg->page_shift = HAK_SEGMENT_SHIFT;
+    seg->page_count = 1;
+    seg->used_pages = 1;
+    seg->map_size = map_size;
+    hak_page_t *page = &seg->pages[0];
+    page->flags = HAK_PAGE_IS_HUGE;
+    page->kind = HAK_PAGE_HUGE;
+    page->class_idx = 255;
+    page->in_use = 1;
+    page->start = (uint8_t *)seg + offset;
+    page->block_size = page->area = map_size - offset;
+    page->reserved = page->capacity = page->used = 1;
+    page->div_magic = 0;
+    uintptr_t p = (uintptr_t)page->start;
+    hak_segmap_set((void *)p, (uint8_t)(1 + ((p >> HAK_SEGMENT_SHIFT) - ((uintptr_t)seg >> HAK_SEGMENT_SHIFT))));
+}
+
+void *hak_huge_alloc(size_t size, size_t align, bool zero) {
+    (void)zero; /* fresh mappings are zero */
+    if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
+    size_t offset = hak_round_up(hak_huge_header(), align);
+    size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
+    if ((offset >> HAK_SEGMENT_SHIFT) >= 254 || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+    size_t map_size = hak_round_up(offset + size, hak_os_page_size());
+    hak_segment_t *seg = hak_os_map_aligned(map_size, map_align);
+    if (!seg) { errno = ENOMEM; return NULL; }
+    hak_huge_setup(seg, map_size, offset);
+    hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
+    return seg->pages[0].start;
+}
+
+void hak_huge_free(hak_segment_t *seg) {
+    hak_segmap_set(seg->pages[0].start, 0);
+    hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
+    hak_os_unmap(seg, seg->map_size);
+}
+
+/* Resize a huge block by moving pages, never copying them: in place when the
+ * address space after it is free, else into a new 4 MiB-aligned reservation.
+ * Returns the new pointer, or NULL (errno set) leaving the block untouched. */
+void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
+    hak_page_t *page = &seg->pages[0];
+    size_t offset = (size_t)(page->start - (uint8_t *)seg);
+    if (offset >= HAK_SEGMENT_SIZE || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+    size_t new_map = hak_round_up(offset + size, hak_os_page_size());
+    size_t old_map = seg->map_size;
+    if (new_map <= old_map) {
+        /* Shrink: give back the tail if it is worth a syscall. */
+        if (old_map - new_map >= ((size_t)1 << 20)) {
+            if (hak_os_remap(seg, old_map, new_map, NULL)) {
+                seg->map_size = new_map;
+                page->block_size = page->area = new_map - offset;
+            }
+        }
+        return p;
+    }
+    if (hak_os_remap(seg, old_map, new_map, NULL)) {
+        seg->map_size = new_map;
+        page->block_size = page->area = new_map - offset;
+        return p;
+    }
+    void *dest = hak_os_reserve_aligned(new_map, HAK_SEGMENT_SIZE);
+    if (!dest) { errno = ENOMEM; return NULL; }
+    hak_segmap_set(p, 0);
+    hak_segment_t *moved = hak_os_remap(seg, old_map, new_map, dest);
+    if (!moved) {
+        hak_segmap_set(p, 1);
+        hak_os_unmap(dest, new_map);
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* The reservation's accounting was replaced by the moved mapping. */
+    hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)new_map);
+    hak_huge_setup(moved, new_map, offset);
+    return moved->pages[0].start;
+}

@@ -1,0 +1,75 @@
+/* hak_stats.c -- process-wide counters, kept off the fast path: OS calls,
+ * segments, page refills, remote frees.  hakmem_stats_get() copies them,
+ * hakmem_stats_print() and HAKMEM_STATS=1 (at exit) print them. */
+#include "hak_internal.h"
+
+hak_counters_t hak_counters;
+
+#define HAK_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta) {
+    uint64_t now = atomic_fetch_add_explicit(cur, (uint64_t)delta, memory_order_relaxed) + (uint64_t)delta;
+    if (delta > 0) {
+        uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
+        while (now > p && !atomic_compare_exchange_weak_explicit(peak, &p, now, memory_order_relaxed,
+                                                                memory_order_relaxed)) {}
+    }
+}
+
+HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out) {
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    const hak_counters_t *c = &hak_counters;
+    out->mmap_calls = HAK_LOAD(c->mmap_calls);
+    out->munmap_calls = HAK_LOAD(c->munmap_calls);
+    out->madvise_calls = HAK_LOAD(c->madvise_calls);
+    out->mremap_calls = HAK_LOAD(c->mremap_calls);
+    out->segments_in_use = HAK_LOAD(c->segments_in_use);
+    out->segments_peak = HAK_LOAD(c->segments_peak);
+    out->huge_in_use = HAK_LOAD(c->huge_in_use);
+    out->huge_peak = HAK_LOAD(c->huge_peak);
+    out->bytes_mapped = HAK_LOAD(c->bytes_mapped);
+    out->bytes_mapped_peak = HAK_LOAD(c->bytes_mapped_peak);
+    out->heaps_created = HAK_LOAD(c->heaps_created);
+    out->heaps_adopted = HAK_LOAD(c->heaps_adopted);
+    out->slow_allocs = HAK_LOAD(c->slow_allocs);
+    out->remote_frees = HAK_LOAD(c->remote_frees);
+    out->rss_peak_bytes = hak_os_rss_peak_bytes();
+    for (unsigned i = 0; i < HAK_CLASS_COUNT && i < HAKMEM_STATS_CLASSES; i++) {
+        hakmem_class_stats_t *k = &out->classes[i];
+        k->block_size = hak_class_size(i);
+        k->pages_in_use = HAK_LOAD(c->class_pages[i]);
+        k->pages_peak = HAK_LOAD(c->class_pages_peak[i]);
+        k->refills = HAK_LOAD(c->class_refills[i]);
+        k->remote_frees = HAK_LOAD(c->class_remote[i]);
+    }
+    return 0;
+}
+
+HAK_EXPORT void hakmem_stats_print(void) {
+    hakmem_stats_t s;
+    hakmem_stats_get(&s);
+    hak_message("hakmem %s statistics\n", HAKMEM_VERSION_STRING);
+    hak_message("hakmem:   class  block_size  pages  pages_peak  refills  remote_frees\n");
+    for (unsigned i = 0; i < HAK_CLASS_COUNT; i++) {
+        const hakmem_class_stats_t *k = &s.classes[i];
+        if (k->pages_peak == 0 && k->refills == 0 && k->remote_frees == 0) continue;
+        hak_message("hakmem:   %3u  %10zu  %5lu  %10lu  %7lu  %12lu\n", i, k->block_size,
+                    (unsigned long)k->pages_in_use, (unsigned long)k->pages_peak,
+                    (unsigned long)k->refills, (unsigned long)k->remote_frees);
+    }
+    hak_message("hakmem:   segments in use %lu (peak %lu), huge blocks %lu (peak %lu)\n",
+                (unsigned long)s.segments_in_use, (unsigned long)s.segments_peak,
+                (unsigned long)s.huge_in_use, (unsigned long)s.huge_peak);
+    hak_message("hakmem:   heaps created %lu, adopted %lu; slow allocations %lu; remote frees %lu\n",
+                (unsigned long)s.heaps_created, (unsigned long)s.heaps_adopted,
+                (unsigned long)s.slow_allocs, (unsigned long)s.remote_frees);
+    hak_message("hakmem:   OS calls: mmap %lu, munmap %lu, madvise %lu, mremap %lu\n",
+                (unsigned long)s.mmap_calls, (unsigned long)s.munmap_calls,
+                (unsigned long)s.madvise_calls, (unsigned long)s.mremap_calls);
+    hak_message("hakmem:   mapped %lu KiB (peak %lu KiB), peak RSS %lu KiB\n",
+                (unsigned long)(s.bytes_mapped >> 10), (unsigned long)(s.bytes_mapped_peak >> 10),
+                (unsigned long)(s.rss_peak_bytes >> 10));
+}
+
+void hak_stats_at_exit(void) { hakmem_stats_print(); }

@@ -1,0 +1,179 @@
+/* hak_types.h -- hakmem's data structures, and the design they carry.
+ *
+ * Glossary
+ * --------
+ * block     One allocation as the user sees it.  Blocks carry no header: the
+ *           block's page is found from its address alone.
+ * page      A run of memory holding blocks of one size class, with three
+ *           free lists (see hak_page_t).  A page is 64 KiB (small classes),
+ *           512 KiB (medium) or 4 MiB (large).  Huge blocks get a page of their
+ *           own inside a mapping of their own.
+ * segment   A 4 MiB-aligned region of 4 MiB (the earlier hakmem called these
+ *           SuperSlabs).  Its header holds the page descriptors.  All pages of
+ *           a segment have the same kind and belong to one heap.  Masking a
+ *           block's address with ~(4 MiB - 1) gives its segment header.
+ * heap      Per-thread allocation state: for every size class a queue of
+ *           pages with free blocks, a queue of full pages, and the segments it
+ *           owns.  A heap is reached through one initial-exec TLS pointer.
+ *           Heaps are never unmapped: an exited thread's heap is abandoned and
+ *           later adopted whole by a new thread (or swept by others).
+ * size class  One of HAK_CLASS_COUNT block sizes.  16..128 step 16, then 8
+ *           classes per power of two (12.5% apart) up to 512 KiB.
+ * local free  A free by the thread that owns the block's heap: a push onto
+ *           page->local_free, no atomics.
+ * remote free A free from any other thread: a lock-free push onto
+ *           page->xthread_free (or, when the page is full, onto the owning
+ *           heap's xdelayed list so that the owner notices the page again).
+ * region map  hak_segmap: one byte per 4 MiB of address space saying whether a
+ *           hakmem segment starts there.  It lets free() reject pointers that
+ *           hakmem never returned before touching them.
+ * purge     Returning a free page's or segment's memory to the OS with
+ *           madvise(MADV_DONTNEED) (see hak_segment.c).
+ */
+#ifndef HAK_TYPES_H
+#define HAK_TYPES_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+/* ---- geometry ---- */
+#define HAK_SEGMENT_SHIFT 22                        /* 4 MiB segments */
+#define HAK_SEGMENT_SIZE  ((size_t)1 << HAK_SEGMENT_SHIFT)
+#define HAK_SEGMENT_MASK  (HAK_SEGMENT_SIZE - 1)
+#define HAK_SMALL_PAGE_SHIFT  16                    /* 64 KiB, 64 per segment */
+#define HAK_MEDIUM_PAGE_SHIFT 19                    /* 512 KiB, 8 per segment */
+#define HAK_LARGE_PAGE_SHIFT  22                    /* 4 MiB, 1 per segment */
+#define HAK_MAX_PAGES_PER_SEGMENT 64
+
+#define HAK_SMALL_MAX   ((size_t)8 * 1024)          /* blocks <= 8 KiB: small pages */
+#define HAK_MEDIUM_MAX  ((size_t)64 * 1024)         /* <= 64 KiB: medium pages */
+#define HAK_LARGE_MAX   ((size_t)512 * 1024)        /* <= 512 KiB: large pages */
+/* Above HAK_LARGE_MAX a block is huge: a mapping of its own. */
+
+#define HAK_CLASS_COUNT 104                         /* classes 0..103, last is 512 KiB */
+#define HAK_DIRECT_MAX  1024                        /* sizes served by heap->direct[] */
+#define HAK_DIRECT_COUNT ((HAK_DIRECT_MAX >> 4) + 1)
+
+#define HAK_MIN_ALIGN 16
+/* Address space the region map covers: 47 bits (x86-64 and aarch64 user space
+ * with 4-level tables; mmap never returns more without an explicit hint). */
+#define HAK_ADDRESS_BITS 47
+#define HAK_SEGMAP_ENTRIES ((size_t)1 << (HAK_ADDRESS_BITS - HAK_SEGMENT_SHIFT))
+
+typedef enum hak_page_kind_e {
+    HAK_PAGE_SMALL = 0, HAK_PAGE_MEDIUM = 1, HAK_PAGE_LARGE = 2, HAK_PAGE_HUGE = 3
+} hak_page_kind_t;
+#define HAK_PAGE_KINDS 3   /* kinds that live in shared segments */
+
+/* A free block: the first word links the free list; the second holds
+ * hak_free_key while the block is free (double-free detection). */
+typedef struct hak_block_s {
+    struct hak_block_s *next;
+    uintptr_t key;
+} hak_block_t;
+
+/* page->flags: any bit set sends free() to its slow path. */
+#define HAK_PAGE_IN_FULL     0x01  /* page sits in heap->full, not in its class queue */
+#define HAK_PAGE_HAS_ALIGNED 0x02  /* some block was handed out at an interior offset */
+#define HAK_PAGE_IS_HUGE     0x04  /* the single page of a huge mapping */
+
+/* Low bit of xthread_free: the page is full and its owner asked to be told of
+ * the next remote free (that free goes to heap->xdelayed instead). */
+#define HAK_TF_NOTIFY ((uintptr_t)1)
+
+struct hak_heap_s;
+struct hak_segment_s;
+
+/* hak_page_t -- descriptor of one page, inside its segment's header.
+ * Invariants (owner thread's view, between operations):
+ *  - free, local_free are lists of blocks inside [start, start+capacity*block_size),
+ *    each at a multiple of block_size from start; they are disjoint.
+ *  - used = capacity - |free| - |local_free| - (blocks on xthread_free or on
+ *    the heap's xdelayed list that belong here).
+ *  - capacity <= reserved; blocks at index >= capacity were never handed out.
+ *  - in_use == 0  <=>  the page is not assigned to a class (free slot in its
+ *    segment); then it is in no queue.
+ *  - IN_FULL set  <=>  the page is in heap->full; then free == local_free == NULL
+ *    was true when it was moved there, and NOTIFY was set in xthread_free.
+ *  - Only the owning heap's thread touches anything but xthread_free.
+ */
+typedef struct hak_page_s {
+    /* hot: malloc and free fast paths */
+    hak_block_t *free;               /* blocks malloc pops */
+    hak_block_t *local_free;         /* blocks the owner freed */
+    uint32_t used;                   /* blocks handed out and not yet freed back */
+    uint8_t  flags;                  /* HAK_PAGE_* */
+    uint8_t  class_idx;
+    uint8_t  kind;                   /* hak_page_kind_t */
+    uint8_t  in_use;
+    uint8_t *start;                  /* first block */
+    size_t   area;                   /* reserved * block_size: valid offsets from start */
+    uint64_t div_magic;              /* ceil(2^64 / block_size): offset % size == 0 test */
+    size_t   block_size;
+    /* warm: slow paths */
+    uint32_t capacity;               /* blocks carved out so far */
+    uint32_t reserved;               /* blocks that fit */
+    _Atomic(uintptr_t) xthread_free; /* remote frees (lock-free stack) | HAK_TF_NOTIFY */
+    struct hak_page_s *next, *prev;  /* class queue or full queue */
+    uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
+    uint8_t  needs_purge;            /* slot free and memory not yet returned */
+    uint8_t  is_zero;                /* fresh memory from the OS: carved blocks are zero */
+} hak_page_t;
+
+/* hak_segment_t -- header at the start of every 4 MiB-aligned segment.
+ * Invariants:
+ *  - (uintptr_t)seg % HAK_SEGMENT_SIZE == 0 and hak_segmap says so.
+ *  - heap is the owner of every page; it changes only while the segment has
+ *    no page in use (cached and handed to another heap).
+ *  - used_pages == number of pages with in_use; page_count = 1 << (22 - page_shift).
+ *  - A huge segment has one page; its mapping is map_size bytes long. */
+typedef struct hak_segment_s {
+    struct hak_heap_s *heap;
+    uint8_t  page_shift;
+    uint8_t  kind;                   /* hak_page_kind_t */
+    uint16_t page_count;
+    uint16_t used_pages;
+    uint16_t purge_pending;          /* free pages whose memory is still committed */
+    size_t   map_size;               /* bytes mapped (huge: whole mapping) */
+    struct hak_segment_s *next, *prev; /* heap's list of segments with free pages */
+    bool     in_free_list;
+    hak_page_t pages[];              /* page_count descriptors */
+} hak_segment_t;
+
+typedef struct hak_page_queue_s {
+    hak_page_t *first, *last;
+} hak_page_queue_t;
+
+typedef struct hak_segment_list_s {
+    hak_segment_t *first;
+} hak_segment_list_t;
+
+/* heap->state */
+#define HAK_HEAP_OWNED     0
+#define HAK_HEAP_ABANDONED 1
+#define HAK_HEAP_BUSY      2   /* abandoned, being swept by another thread */
+
+/* hak_heap_t -- per-thread allocation state.
+ * Invariants:
+ *  - direct[i] is the first page of the queue of class hak_direct_class[i],
+ *    or &hak_page_empty when that queue is empty.
+ *  - queues[c] holds only in-use pages of class c without IN_FULL; full holds
+ *    exactly the pages with IN_FULL.
+ *  - Only the thread whose hak_tls_heap points here (or a sweeper that moved
+ *    state from ABANDONED to BUSY) touches anything but xdelayed.
+ *  - Heaps are never freed: remote freers may hold a heap pointer at any time. */
+typedef struct hak_heap_s {
+    hak_page_t *direct[HAK_DIRECT_COUNT];
+    hak_page_queue_t queues[HAK_CLASS_COUNT];
+    hak_page_queue_t full;
+    _Atomic(hak_block_t *) xdelayed;       /* remote frees into full pages */
+    _Atomic int state;
+    struct hak_heap_s *next_all;           /* global list of every heap */
+    hak_segment_list_t segs[HAK_PAGE_KINDS]; /* segments with a free page slot */
+    uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
+    uint32_t pages_retired;
+} hak_heap_t;
+
+#endif /* HAK_TYPES_H */

@@ -38,7 +38,7 @@ void *hak_realloc(void *p, size_t size) {
     hak_segment_t *seg;
     hak_page_t *page;
     uint8_t *block = hak_block_of(p, "realloc()", &seg, &page);
-    if (((hak_block_t *)block)->key == hak_free_key && !(page->flags & HAK_PAGE_IS_HUGE))
+    if (((hak_block_t *)block)->key == (uintptr_t)page && !(page->flags & HAK_PAGE_IS_HUGE))
         hak_fatal("realloc()", "pointer already freed", p);
     size_t usable = page->block_size - (size_t)((uint8_t *)p - block);
     if (page->flags & HAK_PAGE_IS_HUGE) {
@@ -83,7 +83,8 @@ void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
         uint8_t *q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
         if (q != p) {
             hak_segment_t *seg = hak_segment_of(p);
-            hak_page_of(seg, p)->flags |= HAK_PAGE_HAS_ALIGNED;  /* our own page */
+            hak_page_t *page = hak_page_of(seg, p);            /* our own page */
+            hak_page_set_flags(page, page->flags | HAK_PAGE_HAS_ALIGNED);
         }
         if (zero) memset(q, 0, size);
         return q;

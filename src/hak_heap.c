@@ -12,13 +12,13 @@
 #include "hak_internal.h"
 #include <pthread.h>
 #include <sched.h>
-#include <sys/auxv.h>
 #include <stdlib.h>
 
 __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
+__thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec"))) = HAK_TAG_INVALID;
 hak_page_t hak_page_empty;
 hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty } };
-uintptr_t hak_free_key;
+static _Atomic unsigned hak_next_tag = HAK_TAG_FIRST;
 
 static _Atomic(hak_heap_t *) hak_heaps_all;
 static _Atomic size_t hak_abandoned_count;
@@ -54,13 +54,6 @@ void hak_process_init(void) {
     int expected = 0;
     if (atomic_compare_exchange_strong(&hak_init_state, &expected, 1)) {
         hak_options_init();
-        /* The double-free key: 8 bytes of the kernel's AT_RANDOM, available
-         * from the first instruction, mixed with an address (ASLR). */
-        const uint8_t *r = (const uint8_t *)getauxval(AT_RANDOM);
-        uintptr_t key = 0x9e3779b97f4a7c15u ^ (uintptr_t)&hak_init_state;
-        if (r) { uintptr_t k2; memcpy(&k2, r + 8, sizeof k2); key ^= k2; }
-        key |= 1;  /* never 0 (the cleared state) and never a valid pointer */
-        hak_free_key = key;
         pthread_key_create(&hak_thread_key, hak_thread_done);
         atomic_store_explicit(&hak_init_state, 2, memory_order_release);
     } else {
@@ -95,12 +88,15 @@ hak_heap_t *hak_heap_for_thread(void) {
         heap = hak_meta_alloc(sizeof *heap);
         if (!heap) return NULL;
         hak_heap_init(heap);
+        unsigned tag = atomic_fetch_add_explicit(&hak_next_tag, 1, memory_order_relaxed);
+        heap->tag = tag <= HAK_TAG_LAST ? (uint16_t)tag : HAK_TAG_SHARED;
         hak_heap_t *head = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed);
         do { heap->next_all = head; } while (!atomic_compare_exchange_weak_explicit(
                      &hak_heaps_all, &head, heap, memory_order_release, memory_order_relaxed));
         hak_count(heaps_created);
     }
     hak_tls_heap = heap;
+    hak_tls_tag = heap->tag;
     pthread_setspecific(hak_thread_key, heap);
     return heap;
 }
@@ -130,7 +126,7 @@ void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
         uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
         if (tf & ~HAK_TF_NOTIFY) {
             hak_page_free_collect(page);
-            if (page->used == 0) hak_page_retire(heap, page);
+            if (page->used == 0) hak_page_retire(page);
             else if (page->free) hak_page_unfull(heap, page);
         }
         page = next;
@@ -143,6 +139,7 @@ static void hak_thread_done(void *value) {
     if (!heap || heap != hak_tls_heap) return;
     hak_heap_collect(heap, false);
     hak_tls_heap = &hak_heap_empty;
+    hak_tls_tag = HAK_TAG_INVALID;
     atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
     atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
 }

@@ -26,8 +26,8 @@
 extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
 extern hak_heap_t hak_heap_empty;
 extern hak_page_t hak_page_empty;
-extern uintptr_t hak_free_key;                  /* random, never 0 */
-extern _Atomic uint8_t hak_segmap[HAK_SEGMAP_ENTRIES];
+extern __thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec")));
+extern _Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES];
 
 /* ---- size classes (hak_size.c) ---- */
 size_t hak_class_size(unsigned cls);
@@ -93,7 +93,7 @@ void hak_heaps_unlock_after_fork(bool child);
 void *hak_malloc_slow(hak_heap_t *heap, size_t size);
 void  hak_free_slow(void *p);
 void  hak_page_free_collect(hak_page_t *page);
-void  hak_page_retire(hak_heap_t *heap, hak_page_t *page);
+void  hak_page_retire(hak_page_t *page);  /* heap: the page's segment's */
 void  hak_heap_process_delayed(hak_heap_t *heap);
 void  hak_queue_set_direct(hak_heap_t *heap, unsigned cls);
 void  hak_queue_remove(hak_heap_t *heap, hak_page_t *page);
@@ -120,19 +120,22 @@ HAK_INLINE hak_segment_t *hak_segment_of(const void *p) {
     return (hak_segment_t *)((uintptr_t)p & ~(uintptr_t)HAK_SEGMENT_MASK);
 }
 HAK_INLINE hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) {
-    size_t idx = ((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift;
-    return &seg->pages[idx];
+    return seg->slice_page[((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_MAX_PAGES_PER_SEGMENT - 1)];
 }
-/* 1: a segment starts here; v > 1: p is in a huge mapping whose header is
- * v-1 segments lower; 0: not hakmem's. */
-HAK_INLINE uint8_t hak_segmap_get(const void *p) {
-    uintptr_t idx = (uintptr_t)p >> HAK_SEGMENT_SHIFT;
-    if (hak_unlikely(idx >= HAK_SEGMAP_ENTRIES)) return 0;
+/* The region map entry for p (see HAK_TAG_*).  The index is masked, so an
+ * address beyond 47 bits aliases an entry; the segment address is still
+ * derived from p itself, so such a pointer faults rather than corrupts. */
+HAK_INLINE uint16_t hak_segmap_get(const void *p) {
+    uintptr_t idx = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
     return atomic_load_explicit(&hak_segmap[idx], memory_order_relaxed);
 }
 /* offset % block_size == 0, for offset < 2^32 (Lemire's divisibility test). */
-HAK_INLINE bool hak_divisible(size_t offset, uint64_t magic) {
-    return (uint64_t)(uint32_t)offset * magic <= magic - 1;
+HAK_INLINE bool hak_divisible(const hak_page_t *page, size_t offset) {
+    return offset * page->div_magic <= page->div_limit;
+}
+HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
+    page->flags = flags;
+    page->local_area = flags ? 0 : page->area;
 }
 
 /* ---- the fast paths ---- */
@@ -153,21 +156,23 @@ HAK_INLINE void *hak_malloc_inline(size_t size) {
     return hak_malloc_slow(heap, size);
 }
 
-/* free: region-map check, page by masking, then a local push -- or the slow
- * path for remote frees, full pages, aligned blocks, huge blocks and misuse. */
+/* free: one region-map load says "hakmem's, and this thread's heap"; the
+ * page comes from the segment's slice table; then the misuse checks (block
+ * boundary, not already free) and a local push.  Everything else -- remote
+ * frees, full pages, aligned blocks, huge blocks, misuse -- is the slow path. */
 HAK_INLINE void hak_free_inline(void *p) {
-    if (hak_unlikely(hak_segmap_get(p) != 1)) { hak_free_slow(p); return; }
-    hak_segment_t *seg = hak_segment_of(p);
-    hak_page_t *page = hak_page_of(seg, p);
-    hak_block_t *b = (hak_block_t *)p;
-    size_t off = (uintptr_t)p - (uintptr_t)page->start;
-    if (hak_likely(seg->heap == hak_tls_heap && page->flags == 0 && off < page->area &&
-                   hak_divisible(off, page->div_magic) && b->key != hak_free_key)) {
-        b->key = hak_free_key;
-        b->next = page->local_free;
-        page->local_free = b;
-        if (hak_unlikely(--page->used == 0)) hak_page_retire(seg->heap, page);
-        return;
+    if (hak_likely(hak_segmap_get(p) == hak_tls_tag)) {
+        hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+        hak_block_t *b = (hak_block_t *)p;
+        size_t off = (uintptr_t)p - (uintptr_t)page->start;
+        if (hak_likely(off < page->local_area && hak_divisible(page, off) &&
+                       b->key != (uintptr_t)page)) {
+            b->key = (uintptr_t)page;
+            b->next = page->local_free;
+            page->local_free = b;
+            if (hak_unlikely(--page->used == 0)) hak_page_retire(page);
+            return;
+        }
     }
     hak_free_slow(p);
 }

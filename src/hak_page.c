@@ -107,7 +107,7 @@ static bool hak_page_to_full(hak_heap_t *heap, hak_page_t *page) {
                                                  memory_order_acq_rel, memory_order_relaxed))
         return false;
     hak_queue_remove(heap, page);
-    page->flags |= HAK_PAGE_IN_FULL;
+    hak_page_set_flags(page, page->flags | HAK_PAGE_IN_FULL);
     hak_queue_push(heap, page, true);
     return true;
 }
@@ -117,13 +117,14 @@ void hak_page_unfull(hak_heap_t *heap, hak_page_t *page) {
     while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & ~HAK_TF_NOTIFY,
                                                   memory_order_acq_rel, memory_order_relaxed)) {}
     hak_queue_remove(heap, page);
-    page->flags &= (uint8_t)~HAK_PAGE_IN_FULL;
+    hak_page_set_flags(page, page->flags & (uint8_t)~HAK_PAGE_IN_FULL);
     hak_queue_push(heap, page, false);
 }
 
 /* A page whose blocks all came back.  Keep it if it is its class's only page
  * (avoids map/unmap ping-pong), else give the slot back to its segment. */
-void hak_page_retire(hak_heap_t *heap, hak_page_t *page) {
+void hak_page_retire(hak_page_t *page) {
+    hak_heap_t *heap = hak_segment_of(page)->heap;
     hak_page_queue_t *q = &heap->queues[page->class_idx];
     if (!(page->flags & HAK_PAGE_IN_FULL) && q->first == page && page->next == NULL) return;
     hak_queue_remove(heap, page);
@@ -193,12 +194,12 @@ void *hak_page_block_start(const hak_page_t *page, const void *p) {
 
 /* Local free of a block known to be valid; handles full and empty pages. */
 static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
-    b->key = hak_free_key;
+    b->key = (uintptr_t)page;
     b->next = page->local_free;
     page->local_free = b;
     page->used--;
     if (page->flags & HAK_PAGE_IN_FULL) hak_page_unfull(heap, page);
-    if (page->used == 0) hak_page_retire(heap, page);
+    if (page->used == 0) hak_page_retire(page);
 }
 
 /* Remote free: push onto the page's lock-free list, or -- when the owner
@@ -208,7 +209,7 @@ static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
  * cannot go away until the owner has seen it, and heaps are never freed. */
 static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
     hak_heap_t *heap = seg->heap;
-    b->key = hak_free_key;
+    b->key = (uintptr_t)page;
     uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), desired;
     bool notify;
     do {
@@ -254,7 +255,7 @@ void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_p
         return (void *)p;
     }
     if (off >= (size_t)page->capacity * page->block_size) hak_fatal(op, "invalid pointer (not a block)", p);
-    if (hak_divisible(off, page->div_magic)) return (void *)p;
+    if (hak_divisible(page, off)) return (void *)p;
     if (!(page->flags & HAK_PAGE_HAS_ALIGNED)) hak_fatal(op, "invalid pointer (inside a block)", p);
     return hak_page_block_start(page, p);
 }
@@ -265,7 +266,7 @@ void hak_free_slow(void *p) {
     hak_page_t *page;
     hak_block_t *b = hak_block_of(p, "free()", &seg, &page);
     if (page->flags & HAK_PAGE_IS_HUGE) { hak_huge_free(seg); return; }
-    if (b->key == hak_free_key) hak_fatal("free()", "double free of", p);
+    if (b->key == (uintptr_t)page) hak_fatal("free()", "double free of", p);
     if (seg->heap == hak_tls_heap) hak_free_local(seg->heap, page, b);
     else hak_free_remote(seg, page, b);
 }

@@ -9,28 +9,37 @@
 #include "hak_internal.h"
 #include <pthread.h>
 
-_Atomic uint8_t hak_segmap[HAK_SEGMAP_ENTRIES];
+_Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES];
 
 static pthread_mutex_t hak_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 #define HAK_SEGMENT_CACHE_MAX 64
 static hak_segment_t *hak_cache[HAK_SEGMENT_CACHE_MAX];
 static size_t hak_cache_count;
 
-static void hak_segmap_set(const void *p, uint8_t v) {
+static void hak_segmap_set(const void *p, uint16_t v) {
     atomic_store_explicit(&hak_segmap[(uintptr_t)p >> HAK_SEGMENT_SHIFT], v, memory_order_release);
 }
 
 hak_segment_t *hak_segment_of_checked(const void *p) {
-    uint8_t v = hak_segmap_get(p);
-    if (v == 0) return NULL;
-    return (hak_segment_t *)(((uintptr_t)p & ~(uintptr_t)HAK_SEGMENT_MASK) -
-                             ((uintptr_t)(v - 1) << HAK_SEGMENT_SHIFT));
+    if ((uintptr_t)p >> HAK_ADDRESS_BITS) return NULL;
+    uint16_t v = hak_segmap_get(p);
+    if (v == HAK_TAG_NONE) return NULL;
+    uintptr_t back = (v & HAK_TAG_BACK) ? (uintptr_t)(v & ~HAK_TAG_BACK) : 0;
+    return (hak_segment_t *)(((uintptr_t)p & ~(uintptr_t)HAK_SEGMENT_MASK) - (back << HAK_SEGMENT_SHIFT));
 }
 
 static size_t hak_round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 static size_t hak_segment_header_size(unsigned page_count) {
     return hak_round_up(sizeof(hak_segment_t) + page_count * sizeof(hak_page_t), 256);
+}
+
+static void hak_segment_set_slices(hak_segment_t *seg) {
+    unsigned per_page = 1u << (seg->page_shift - HAK_SLICE_SHIFT);
+    for (unsigned i = 0; i < HAK_MAX_PAGES_PER_SEGMENT; i++) {
+        unsigned pi = i / per_page;
+        seg->slice_page[i] = &seg->pages[pi < seg->page_count ? pi : 0];
+    }
 }
 
 /* Byte range of page slot i (page 0 starts after the header). */
@@ -60,7 +69,6 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, hak_page_kind_t kind) 
     if (!seg) {
         seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
         if (!seg) return NULL;
-        hak_segmap_set(seg, 1);
     }
     unsigned shift = kind == HAK_PAGE_SMALL ? HAK_SMALL_PAGE_SHIFT
                    : kind == HAK_PAGE_MEDIUM ? HAK_MEDIUM_PAGE_SHIFT : HAK_LARGE_PAGE_SHIFT;
@@ -71,6 +79,8 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, hak_page_kind_t kind) 
     seg->page_shift = (uint8_t)shift;
     seg->page_count = (uint16_t)count;
     seg->map_size = HAK_SEGMENT_SIZE;
+    hak_segment_set_slices(seg);
+    hak_segmap_set(seg, heap->tag);
     hak_segment_counted(1);
     return seg;
 }
@@ -96,6 +106,7 @@ static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg) {
     hak_seglist_remove(heap, seg);
     hak_segment_counted(-1);
     seg->heap = NULL;
+    hak_segmap_set(seg, HAK_TAG_SHARED);
     if (hak_opt.purge_delay_ms >= 0)
         hak_os_purge((uint8_t *)seg + hak_os_page_size(), HAK_SEGMENT_SIZE - hak_os_page_size());
     pthread_mutex_lock(&hak_cache_lock);
@@ -139,7 +150,6 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     if (page->needs_purge) { page->needs_purge = 0; seg->purge_pending--; }
     page->free = page->local_free = NULL;
     page->used = 0;
-    page->flags = 0;
     page->class_idx = (uint8_t)cls;
     page->kind = seg->kind;
     page->in_use = 1;
@@ -149,6 +159,8 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     page->area = (size_t)page->reserved * bsize;
     page->capacity = 0;
     page->div_magic = UINT64_MAX / bsize + 1;
+    page->div_limit = page->div_magic - 1;
+    hak_page_set_flags(page, 0);
     atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
     page->next = page->prev = NULL;
 }
@@ -182,7 +194,7 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     page->in_use = 0;
     page->free = page->local_free = NULL;
     page->used = 0;
-    page->flags = 0;
+    hak_page_set_flags(page, 0);
     seg->used_pages--;
     if (seg->used_pages == 0) {
         if (!seg->in_free_list) hak_seglist_push(heap, seg);
@@ -241,17 +253,20 @@ static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
     seg->page_count = 1;
     seg->used_pages = 1;
     seg->map_size = map_size;
+    hak_segment_set_slices(seg);
     hak_page_t *page = &seg->pages[0];
-    page->flags = HAK_PAGE_IS_HUGE;
     page->kind = HAK_PAGE_HUGE;
     page->class_idx = 255;
     page->in_use = 1;
     page->start = (uint8_t *)seg + offset;
     page->block_size = page->area = map_size - offset;
     page->reserved = page->capacity = page->used = 1;
-    page->div_magic = 0;
+    page->div_magic = 1;
+    page->div_limit = 0;
+    hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
     uintptr_t p = (uintptr_t)page->start;
-    hak_segmap_set((void *)p, (uint8_t)(1 + ((p >> HAK_SEGMENT_SHIFT) - ((uintptr_t)seg >> HAK_SEGMENT_SHIFT))));
+    uintptr_t back = (p >> HAK_SEGMENT_SHIFT) - ((uintptr_t)seg >> HAK_SEGMENT_SHIFT);
+    hak_segmap_set((void *)p, back ? (uint16_t)(HAK_TAG_BACK | back) : HAK_TAG_SHARED);
 }
 
 void *hak_huge_alloc(size_t size, size_t align, bool zero) {
@@ -259,7 +274,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
     size_t offset = hak_round_up(hak_huge_header(), align);
     size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
-    if ((offset >> HAK_SEGMENT_SHIFT) >= 254 || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+    if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
     size_t map_size = hak_round_up(offset + size, hak_os_page_size());
     hak_segment_t *seg = hak_os_map_aligned(map_size, map_align);
     if (!seg) { errno = ENOMEM; return NULL; }
@@ -303,7 +318,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     hak_segmap_set(p, 0);
     hak_segment_t *moved = hak_os_remap(seg, old_map, new_map, dest);
     if (!moved) {
-        hak_segmap_set(p, 1);
+        hak_segmap_set(p, HAK_TAG_SHARED);
         hak_os_unmap(dest, new_map);
         errno = ENOMEM;
         return NULL;

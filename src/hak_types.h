@@ -24,9 +24,13 @@
  * remote free A free from any other thread: a lock-free push onto
  *           page->xthread_free (or, when the page is full, onto the owning
  *           heap's xdelayed list so that the owner notices the page again).
- * region map  hak_segmap: one byte per 4 MiB of address space saying whether a
- *           hakmem segment starts there.  It lets free() reject pointers that
- *           hakmem never returned before touching them.
+ * region map  hak_segmap: 16 bits per 4 MiB of address space.  0: not hakmem's;
+ *           1: a segment with no fast-path owner (huge, cached); 2..0x7fff: a
+ *           segment owned by the heap with that tag; 0x8000|d: inside a huge
+ *           mapping whose header is d segments lower.  free() compares the
+ *           entry with the calling thread's heap tag: one load tells both
+ *           "hakmem's pointer" and "a local free", before touching the block.
+ * heap tag  A heap's 15-bit number in the region map (HAK_TAG_*).
  * purge     Returning a free page's or segment's memory to the OS with
  *           madvise(MADV_DONTNEED) (see hak_segment.c).
  */
@@ -53,7 +57,7 @@
 /* Above HAK_LARGE_MAX a block is huge: a mapping of its own. */
 
 #define HAK_CLASS_COUNT 104                         /* classes 0..103, last is 512 KiB */
-#define HAK_DIRECT_MAX  1024                        /* sizes served by heap->direct[] */
+#define HAK_DIRECT_MAX  2048                        /* sizes served by heap->direct[] */
 #define HAK_DIRECT_COUNT ((HAK_DIRECT_MAX >> 4) + 1)
 
 #define HAK_MIN_ALIGN 16
@@ -61,14 +65,23 @@
  * with 4-level tables; mmap never returns more without an explicit hint). */
 #define HAK_ADDRESS_BITS 47
 #define HAK_SEGMAP_ENTRIES ((size_t)1 << (HAK_ADDRESS_BITS - HAK_SEGMENT_SHIFT))
+#define HAK_TAG_NONE   0       /* not hakmem's */
+#define HAK_TAG_SHARED 1       /* hakmem's, always the slow path */
+#define HAK_TAG_FIRST  2       /* first heap tag */
+#define HAK_TAG_LAST   0x7fff  /* heaps beyond this get HAK_TAG_SHARED segments */
+#define HAK_TAG_BACK   0x8000  /* | distance in segments to a huge header */
+#define HAK_TAG_INVALID 0xffff /* a thread with no heap: matches no entry */
+#define HAK_SLICE_SHIFT 16     /* segment page table granularity (64 KiB) */
 
 typedef enum hak_page_kind_e {
     HAK_PAGE_SMALL = 0, HAK_PAGE_MEDIUM = 1, HAK_PAGE_LARGE = 2, HAK_PAGE_HUGE = 3
 } hak_page_kind_t;
 #define HAK_PAGE_KINDS 3   /* kinds that live in shared segments */
 
-/* A free block: the first word links the free list; the second holds
- * hak_free_key while the block is free (double-free detection). */
+/* A free block: the first word links the free list; the second holds the
+ * address of its page descriptor while the block is free (double-free
+ * detection: no live block holds that address, because malloc clears it and
+ * users never see descriptors). */
 typedef struct hak_block_s {
     struct hak_block_s *next;
     uintptr_t key;
@@ -97,6 +110,7 @@ struct hak_segment_s;
  *    segment); then it is in no queue.
  *  - IN_FULL set  <=>  the page is in heap->full; then free == local_free == NULL
  *    was true when it was moved there, and NOTIFY was set in xthread_free.
+ *  - local_area == (flags ? 0 : area): set only through hak_page_set_flags.
  *  - Only the owning heap's thread touches anything but xthread_free.
  */
 typedef struct hak_page_s {
@@ -109,9 +123,11 @@ typedef struct hak_page_s {
     uint8_t  kind;                   /* hak_page_kind_t */
     uint8_t  in_use;
     uint8_t *start;                  /* first block */
-    size_t   area;                   /* reserved * block_size: valid offsets from start */
+    size_t   local_area;             /* area when flags == 0, else 0: free's one range check */
     uint64_t div_magic;              /* ceil(2^64 / block_size): offset % size == 0 test */
+    uint64_t div_limit;              /* div_magic - 1 */
     size_t   block_size;
+    size_t   area;                   /* reserved * block_size: valid offsets from start */
     /* warm: slow paths */
     uint32_t capacity;               /* blocks carved out so far */
     uint32_t reserved;               /* blocks that fit */
@@ -126,10 +142,13 @@ typedef struct hak_page_s {
  * Invariants:
  *  - (uintptr_t)seg % HAK_SEGMENT_SIZE == 0 and hak_segmap says so.
  *  - heap is the owner of every page; it changes only while the segment has
- *    no page in use (cached and handed to another heap).
+ *    no page in use (cached and handed to another heap).  The region map
+ *    holds heap->tag for it (HAK_TAG_SHARED while cached).
+ *  - slice_page[i] is the page covering bytes [i*64K, (i+1)*64K).
  *  - used_pages == number of pages with in_use; page_count = 1 << (22 - page_shift).
  *  - A huge segment has one page; its mapping is map_size bytes long. */
 typedef struct hak_segment_s {
+    hak_page_t *slice_page[HAK_MAX_PAGES_PER_SEGMENT]; /* 64 KiB slice -> its page */
     struct hak_heap_s *heap;
     uint8_t  page_shift;
     uint8_t  kind;                   /* hak_page_kind_t */
@@ -173,6 +192,7 @@ typedef struct hak_heap_s {
     struct hak_heap_s *next_all;           /* global list of every heap */
     hak_segment_list_t segs[HAK_PAGE_KINDS]; /* segments with a free page slot */
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
+    uint16_t tag;                          /* region map tag of its segments */
     uint32_t pages_retired;
 } hak_heap_t;
 

@@ -41,6 +41,7 @@ $(BUILD)/debug/libhakmem.a: $(DBG_OBJS)
 
 -include tests/tests.mk
 -include bench/bench.mk
+-include mk/install.mk
 
 clean:
 	rm -rf $(BUILD)

@@ -173,7 +173,18 @@ void *hak_malloc_slow(hak_heap_t *heap, size_t size) {
     }
     unsigned cls = hak_size_class(size);
     hak_page_t *page = heap->queues[cls].first;
-    if (!page || !page->free) {
+    if (page && !page->free) {
+        /* The common refill: this thread's own frees become the allocation
+         * list, when no remote or delayed frees wait to be collected. */
+        if (page->local_free && atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
+            atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
+            page->free = page->local_free;
+            page->local_free = NULL;
+        } else {
+            page = NULL;
+        }
+    }
+    if (!page) {
         hak_count(slow_allocs);
         page = hak_find_page(heap, cls);
         if (!page) { errno = ENOMEM; return NULL; }

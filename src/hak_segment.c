@@ -246,6 +246,18 @@ void hak_segment_purge_due(hak_heap_t *heap, bool force) {
 
 static size_t hak_huge_header(void) { return sizeof(hak_segment_t) + sizeof(hak_page_t); }
 
+/* Mark (or clear) every 4 MiB unit of a huge mapping in the region map, so
+ * that hakmem_owns() knows its interior and free() of an interior pointer is
+ * reported as such.  Unit u points back u units to the header. */
+static void hak_huge_mark(hak_segment_t *seg, size_t map_size, bool on) {
+    size_t units = (map_size + HAK_SEGMENT_SIZE - 1) >> HAK_SEGMENT_SHIFT;
+    if (units > HAK_TAG_LAST) units = HAK_TAG_LAST;
+    for (size_t u = 0; u < units; u++) {
+        uint16_t v = !on ? HAK_TAG_NONE : u == 0 ? HAK_TAG_SHARED : (uint16_t)(HAK_TAG_BACK | u);
+        hak_segmap_set((uint8_t *)seg + (u << HAK_SEGMENT_SHIFT), v);
+    }
+}
+
 static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
     seg->heap = NULL;
     seg->kind = HAK_PAGE_HUGE;
@@ -264,9 +276,7 @@ static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
     page->div_magic = 1;
     page->div_limit = 0;
     hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
-    uintptr_t p = (uintptr_t)page->start;
-    uintptr_t back = (p >> HAK_SEGMENT_SHIFT) - ((uintptr_t)seg >> HAK_SEGMENT_SHIFT);
-    hak_segmap_set((void *)p, back ? (uint16_t)(HAK_TAG_BACK | back) : HAK_TAG_SHARED);
+    hak_huge_mark(seg, map_size, true);
 }
 
 void *hak_huge_alloc(size_t size, size_t align, bool zero) {
@@ -284,7 +294,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
 }
 
 void hak_huge_free(hak_segment_t *seg) {
-    hak_segmap_set(seg->pages[0].start, 0);
+    hak_huge_mark(seg, seg->map_size, false);
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
     hak_os_unmap(seg, seg->map_size);
 }
@@ -302,6 +312,8 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         /* Shrink: give back the tail if it is worth a syscall. */
         if (old_map - new_map >= ((size_t)1 << 20)) {
             if (hak_os_remap(seg, old_map, new_map, NULL)) {
+                hak_huge_mark(seg, old_map, false);
+                hak_huge_mark(seg, new_map, true);
                 seg->map_size = new_map;
                 page->block_size = page->area = new_map - offset;
             }
@@ -311,14 +323,15 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     if (hak_os_remap(seg, old_map, new_map, NULL)) {
         seg->map_size = new_map;
         page->block_size = page->area = new_map - offset;
+        hak_huge_mark(seg, new_map, true);
         return p;
     }
     void *dest = hak_os_reserve_aligned(new_map, HAK_SEGMENT_SIZE);
     if (!dest) { errno = ENOMEM; return NULL; }
-    hak_segmap_set(p, 0);
+    hak_huge_mark(seg, old_map, false);
     hak_segment_t *moved = hak_os_remap(seg, old_map, new_map, dest);
     if (!moved) {
-        hak_segmap_set(p, HAK_TAG_SHARED);
+        hak_huge_mark(seg, old_map, true);
         hak_os_unmap(dest, new_map);
         errno = ENOMEM;
         return NULL;

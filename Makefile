@@ -13,7 +13,7 @@ CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -ftls-model=in
                -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread
 CFLAGS_RELEASE := -O2 -DNDEBUG -g
 CFLAGS_DEBUG   := -O0 -g3 -DHAK_DEBUG=1
-LDLIBS_LIB := -pthread
+LDLIBS_LIB := -pthread -ldl
 
 REL_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
 DBG_OBJS := $(patsubst src/%.c,$(BUILD)/debug/obj/%.o,$(SRCS))

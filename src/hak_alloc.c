@@ -109,14 +109,10 @@ HAK_EXPORT void *hakmem_aligned_alloc(size_t align, size_t size) {
     return hak_malloc_aligned(size, align, false);
 }
 
+/* Stricter than glibc, which rounds a bad alignment up: EINVAL, as
+ * aligned_alloc and posix_memalign. */
 HAK_EXPORT void *hakmem_memalign(size_t align, size_t size) {
-    if (!hak_pow2(align)) {
-        /* glibc rounds a non-power-of-two alignment up; an absurd one fails. */
-        if (align > ((size_t)1 << 62)) { errno = EINVAL; return NULL; }
-        size_t a = 1;
-        while (a < align) a <<= 1;
-        align = a;
-    }
+    if (!hak_pow2(align)) { errno = EINVAL; return NULL; }
     return hak_malloc_aligned(size, align, false);
 }
 

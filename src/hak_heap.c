@@ -179,5 +179,6 @@ __attribute__((constructor(101))) static void hak_constructor(void) {
     hak_process_init();
     pthread_atfork(hak_fork_prepare, hak_fork_parent, hak_fork_child);
     if (hak_opt.verbose) hak_options_print();
+    hak_crash_install();
     if (hak_opt.stats) atexit(hak_stats_at_exit);
 }

@@ -46,6 +46,7 @@ typedef struct hak_options_s {
     long stats;
     long purge_delay_ms;     /* -1: never purge free pages; 0: at once */
     long segment_cache;      /* free segments kept mapped per process */
+    long crash_handler;      /* report SIGSEGV/SIGBUS inside hakmem */
 } hak_options_t;
 extern hak_options_t hak_opt;
 void hak_options_init(void);
@@ -67,6 +68,8 @@ void hak_os_write_err(const char *s, size_t n);
 /* ---- errors and messages (hak_error.c) ---- */
 __attribute__((noreturn, cold)) void hak_fatal(const char *op, const char *what, const void *p);
 void hak_message(const char *fmt, ...);         /* "hakmem: ..." to stderr, no malloc */
+
+void hak_crash_install(void);                  /* hak_crash.c */
 
 /* ---- stats (hak_stats.c) ---- */
 typedef struct hak_counters_s {

@@ -22,6 +22,8 @@ static hak_option_def_t hak_option_table[] = {
       "print version, build variant and every option at start-up" },
     { "HAKMEM_STATS", &hak_opt.stats, {0, 0, 0}, 0, 1,
       "print statistics to stderr at exit" },
+    { "HAKMEM_CRASH_HANDLER", &hak_opt.crash_handler, {1, 1, 1}, 0, 1,
+      "report SIGSEGV/SIGBUS inside hakmem, then re-raise" },
     { "HAKMEM_PURGE_DELAY_MS", &hak_opt.purge_delay_ms, {1000, 50, 0}, -1, 3600000,
       "ms a free page keeps its memory before madvise(DONTNEED); -1 never" },
     { "HAKMEM_SEGMENT_CACHE", &hak_opt.segment_cache, {16, 4, 0}, 0, 64,

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# suite_misuse.sh -- misuse is caught in the release build (and the debug
+# build) before it corrupts memory: each case runs in a subprocess; the test
+# checks hakmem's message (naming hakmem, the operation and the pointer) and
+# that the process was stopped by SIGABRT.  Also: option warnings,
+# HAKMEM_VERBOSE, HAKMEM_STATS, and the crash handler.
+source "$(dirname "$0")/lib.sh"
+BIN=$T/test_misuse
+need misuse "$BIN" "$REL_SO" "$DBG_SO" || exit 1
+
+# expect NAME SO CASE STATUS REGEX [ENV...]
+expect() {
+    local name=$1 so=$2 case=$3 want=$4 re=$5
+    shift 5
+    local out rc
+    out=$(env "$@" LD_PRELOAD="$so" timeout 20 "$BIN" "$case" 2>&1)
+    rc=$?
+    if ((rc != want)); then
+        fail "$name" "exit status $rc, want $want; output: $(head -c 300 <<<"$out")"
+    elif ! grep -Eq -- "$re" <<<"$out"; then
+        fail "$name" "output lacks /$re/: $(head -c 300 <<<"$out")"
+    elif grep -q SURVIVED <<<"$out"; then
+        fail "$name" "program ran on after the misuse"
+    else
+        pass "$name"
+    fi
+}
+ABRT=134 SEGV=139 P='0x[0-9a-f]+'
+for v in release debug; do
+    so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO
+    expect misuse.$v.double_free        "$so" double_free        $ABRT "^hakmem: free\(\): double free of $P"
+    expect misuse.$v.double_free_remote "$so" double_free_remote $ABRT "^hakmem: free\(\): double free of $P"
+    expect misuse.$v.double_free_large  "$so" double_free_large  $ABRT "^hakmem: free\(\): double free of $P"
+    expect misuse.$v.foreign_stack      "$so" foreign_stack      $ABRT "^hakmem: free\(\): invalid pointer \(not allocated by hakmem\) $P"
+    expect misuse.$v.foreign_static     "$so" foreign_static     $ABRT "^hakmem: free\(\): invalid pointer \(not allocated by hakmem\) $P"
+    expect misuse.$v.interior           "$so" interior           $ABRT "^hakmem: free\(\): invalid pointer \(inside a block\) $P"
+    expect misuse.$v.interior_huge      "$so" interior_huge      $ABRT "^hakmem: free\(\): invalid pointer \(inside a huge block\) $P"
+    expect misuse.$v.realloc_foreign    "$so" realloc_foreign    $ABRT "^hakmem: realloc\(\): invalid pointer \(not allocated by hakmem\) $P"
+    expect misuse.$v.realloc_freed      "$so" realloc_freed      $ABRT "^hakmem: realloc\(\): pointer already freed $P"
+    expect misuse.$v.usable_foreign     "$so" usable_foreign     $ABRT "^hakmem: malloc_usable_size\(\): invalid pointer"
+done
+
+# the crash handler: a smashed free list faults inside hakmem's malloc
+expect crash.report_and_reraise "$REL_SO" corrupt_freelist $SEGV "^hakmem: SIGSEGV inside the allocator \(in release, near malloc\(\)\): fault address $P"
+expect crash.handler_off        "$REL_SO" corrupt_freelist $SEGV "^$" HAKMEM_CRASH_HANDLER=0
+# the program's own handler keeps working, for faults outside and inside hakmem
+expect crash.program_handler_outside "$REL_SO" own_handler_outside 42 "^$"
+expect crash.program_handler_inside  "$REL_SO" own_handler_inside 42 "^$"
+
+# options: a bad value is named in a warning, the default is used, the program runs on
+expect options.bad_profile "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_PROFILE='fast' is not speed, balanced or lean; using balanced" HAKMEM_PROFILE=fast
+expect options.bad_number  "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_PURGE_DELAY_MS='soon' is not a number" HAKMEM_PURGE_DELAY_MS=soon
+expect options.out_of_range "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_SEGMENT_CACHE='1000' is not a number in \[0, 64\]; using 4" HAKMEM_SEGMENT_CACHE=1000
+expect options.verbose     "$REL_SO" ok 0 "^hakmem 0\.[0-9]+\.[0-9]+ \(release build\), profile lean" HAKMEM_VERBOSE=1 HAKMEM_PROFILE=lean
+expect options.verbose_lists_all "$REL_SO" ok 0 "HAKMEM_PURGE_DELAY_MS=0 " HAKMEM_VERBOSE=1 HAKMEM_PROFILE=lean
+expect options.verbose_debug "$DBG_SO" ok 0 "\(debug build\)" HAKMEM_VERBOSE=1
+expect options.override_profile "$REL_SO" ok 0 "HAKMEM_SEGMENT_CACHE=7 " HAKMEM_VERBOSE=1 HAKMEM_PROFILE=speed HAKMEM_SEGMENT_CACHE=7
+expect stats.at_exit  "$REL_SO" ok 0 "^hakmem: +OS calls: mmap [0-9]+, munmap [0-9]+, madvise [0-9]+, mremap [0-9]+" HAKMEM_STATS=1
+expect stats.classes  "$REL_SO" ok 0 "^hakmem: +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[1-9][0-9]*" HAKMEM_STATS=1
+expect stats.peak_rss "$REL_SO" ok 0 "peak RSS [1-9][0-9]* KiB" HAKMEM_STATS=1
+exit $SUITE_STATUS

@@ -1,0 +1,88 @@
+/* test_misuse.c -- one misuse (or diagnostic) per run, chosen by argv[1].
+ * tests/suite_misuse.sh runs each case in a subprocess under hakmem and checks
+ * hakmem's message and the exit status.  Cases that must abort print nothing
+ * after the misuse; a line "SURVIVED" means hakmem did not stop the program. */
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void *volatile sink;
+
+static void *alloc_in_thread_fn(void *arg) { return malloc((size_t)(uintptr_t)arg); }
+static void *alloc_in_thread(size_t n) {
+    pthread_t t; void *p;
+    pthread_create(&t, NULL, alloc_in_thread_fn, (void *)(uintptr_t)n);
+    pthread_join(t, &p);
+    return p;
+}
+static void on_segv(int sig) { (void)sig; _exit(42); }
+
+int main(int argc, char **argv) {
+    const char *c = argc > 1 ? argv[1] : "";
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (!strcmp(c, "double_free")) {
+        char *p = malloc(40); sink = p;
+        free(p); free(p);
+    } else if (!strcmp(c, "double_free_remote")) {
+        char *p = alloc_in_thread(40);
+        free(p); free(p);
+    } else if (!strcmp(c, "double_free_large")) {
+        char *p = malloc(100000); sink = p;
+        free(p); free(p);
+    } else if (!strcmp(c, "foreign_stack")) {
+        char buf[64]; sink = buf;
+        free(buf);
+    } else if (!strcmp(c, "foreign_static")) {
+        static char buf[64]; sink = buf;
+        free(buf + 16);
+    } else if (!strcmp(c, "interior")) {
+        char *p = malloc(100); sink = p;
+        free(p + 16);
+    } else if (!strcmp(c, "interior_huge")) {
+        char *p = malloc(16 << 20); sink = p;
+        free(p + (8 << 20));
+    } else if (!strcmp(c, "realloc_foreign")) {
+        char buf[64]; sink = buf;
+        sink = realloc(buf, 100);
+    } else if (!strcmp(c, "realloc_freed")) {
+        char *p = malloc(64); sink = p;
+        free(p);
+        sink = realloc(p, 200);
+    } else if (!strcmp(c, "usable_foreign")) {
+        char buf[64]; sink = buf;
+        printf("%zu\n", malloc_usable_size(buf));
+    } else if (!strcmp(c, "corrupt_freelist")) {
+        /* use-after-free write: smash a free block's link, then allocate */
+        char **p = malloc(48);
+        free(p);
+        *p = (char *)0x10;
+        for (int i = 0; i < 1000; i++) sink = malloc(48);
+        printf("no fault\n");
+        return 3;
+    } else if (!strcmp(c, "own_handler_outside")) {
+        signal(SIGSEGV, on_segv);
+        *(volatile int *)sink = 1;        /* sink is NULL: a fault outside hakmem */
+        return 3;
+    } else if (!strcmp(c, "own_handler_inside")) {
+        signal(SIGSEGV, on_segv);
+        char **p = malloc(48);
+        free(p);
+        *p = (char *)0x10;
+        for (int i = 0; i < 1000; i++) sink = malloc(48);
+        return 3;
+    } else if (!strcmp(c, "ok")) {
+        for (int i = 0; i < 1000; i++) { sink = malloc((size_t)i * 7 + 1); free(sink); }
+        printf("ok\n");
+        return 0;
+    } else {
+        fprintf(stderr, "test_misuse: unknown case '%s'\n", c);
+        return 2;
+    }
+    printf("SURVIVED\n");
+    return 0;
+}

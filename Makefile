@@ -43,5 +43,9 @@ $(BUILD)/debug/libhakmem.a: $(DBG_OBJS)
 -include bench/bench.mk
 -include mk/install.mk
 
+# make soak: minutes-long run per profile, RSS drift and syscalls per op (bench/soak.sh)
+soak: release $(BUILD)/bench/soak
+	bash bench/soak.sh
+
 clean:
 	rm -rf $(BUILD)

@@ -2,8 +2,10 @@
  * blocks (a mapping of their own).
  *
  * A heap owns its segments.  A segment whose pages are all free goes to a
- * small process-wide cache (hak_opt.segment_cache entries, purged on entry
- * unless the purge delay is negative) or back to the OS.  Free page slots
+ * small process-wide cache (hak_opt.segment_cache entries) or back to the OS.
+ * A cached segment keeps its memory for hak_opt.purge_delay_ms, so a segment
+ * freed and taken again soon costs no system call; after that it is purged
+ * (or purged at once when the delay is 0).  Free page slots
  * inside a live segment keep their memory for hak_opt.purge_delay_ms and are
  * then purged by the owner on one of its slow paths: no background thread. */
 #include "hak_internal.h"
@@ -13,8 +15,26 @@ _Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES];
 
 static pthread_mutex_t hak_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 #define HAK_SEGMENT_CACHE_MAX 64
-static hak_segment_t *hak_cache[HAK_SEGMENT_CACHE_MAX];
+typedef struct hak_cached_s { hak_segment_t *seg; uint64_t since_ms; bool purged; } hak_cached_t;
+static hak_cached_t hak_cache[HAK_SEGMENT_CACHE_MAX];  /* a stack: newest last */
 static size_t hak_cache_count;
+
+static void hak_segment_purge_body(hak_segment_t *seg) {
+    hak_os_purge((uint8_t *)seg + hak_os_page_size(), HAK_SEGMENT_SIZE - hak_os_page_size());
+}
+
+/* Purge cached segments whose delay has passed.  Called with the lock held;
+ * rare (segment release and allocation only). */
+static void hak_cache_expire_locked(uint64_t now) {
+    if (hak_opt.purge_delay_ms < 0) return;
+    for (size_t i = 0; i < hak_cache_count; i++) {
+        hak_cached_t *c = &hak_cache[i];
+        if (!c->purged && now >= c->since_ms + (uint64_t)hak_opt.purge_delay_ms) {
+            hak_segment_purge_body(c->seg);
+            c->purged = true;
+        }
+    }
+}
 
 static void hak_segmap_set(const void *p, uint16_t v) {
     atomic_store_explicit(&hak_segmap[(uintptr_t)p >> HAK_SEGMENT_SHIFT], v, memory_order_release);
@@ -64,7 +84,8 @@ static void hak_segment_counted(int delta) {
 static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, hak_page_kind_t kind) {
     hak_segment_t *seg = NULL;
     pthread_mutex_lock(&hak_cache_lock);
-    if (hak_cache_count > 0) seg = hak_cache[--hak_cache_count];
+    if (hak_cache_count > 0) seg = hak_cache[--hak_cache_count].seg;
+    hak_cache_expire_locked(hak_os_now_ms());
     pthread_mutex_unlock(&hak_cache_lock);
     if (!seg) {
         seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
@@ -107,13 +128,15 @@ static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg) {
     hak_segment_counted(-1);
     seg->heap = NULL;
     hak_segmap_set(seg, HAK_TAG_SHARED);
-    if (hak_opt.purge_delay_ms >= 0)
-        hak_os_purge((uint8_t *)seg + hak_os_page_size(), HAK_SEGMENT_SIZE - hak_os_page_size());
+    uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(&hak_cache_lock);
     if (hak_cache_count < (size_t)hak_opt.segment_cache && hak_cache_count < HAK_SEGMENT_CACHE_MAX) {
-        hak_cache[hak_cache_count++] = seg;
+        bool purge_now = hak_opt.purge_delay_ms == 0;
+        if (purge_now) hak_segment_purge_body(seg);
+        hak_cache[hak_cache_count++] = (hak_cached_t){ seg, now, purge_now };
         seg = NULL;
     }
+    hak_cache_expire_locked(now);
     pthread_mutex_unlock(&hak_cache_lock);
     if (seg) {
         hak_segmap_set(seg, 0);
@@ -126,7 +149,7 @@ size_t hak_segment_cache_trim(void) {
     hak_segment_t *take[HAK_SEGMENT_CACHE_MAX];
     pthread_mutex_lock(&hak_cache_lock);
     size_t n = hak_cache_count;
-    memcpy(take, hak_cache, n * sizeof take[0]);
+    for (size_t i = 0; i < n; i++) take[i] = hak_cache[i].seg;
     hak_cache_count = 0;
     pthread_mutex_unlock(&hak_cache_lock);
     for (size_t i = 0; i < n; i++) {

@@ -3,7 +3,7 @@
  * Classes 0..7 are 16..128 in steps of 16 (16 B is the alignment floor, so
  * the steps between 64 and 128 cannot be finer).  Above 128 B each power of
  * two is split in 8 classes, so neighbouring classes are at most 12.5% apart:
- * 144, 160, ..., 256, 288, ..., 512, ..., up to 512 KiB (class 103).  Every
+ * 144, 160, ..., 256, 288, ..., 512, ..., up to 2 MiB (class 119).  Every
  * class size is a multiple of 16, so every block is 16-byte aligned. */
 #include "hak_internal.h"
 

@@ -5,8 +5,8 @@
  * block     One allocation as the user sees it.  Blocks carry no header: the
  *           block's page is found from its address alone.
  * page      A run of memory holding blocks of one size class, with three
- *           free lists (see hak_page_t).  A page is 64 KiB (small classes),
- *           512 KiB (medium) or 4 MiB (large).  Huge blocks get a page of their
+ *           free lists (see hak_page_t).  A page is 64 KiB (small classes,
+ *           <= 8 KiB), 512 KiB (medium, <= 64 KiB) or 4 MiB (large, <= 2 MiB).  Huge blocks get a page of their
  *           own inside a mapping of their own.
  * segment   A 4 MiB-aligned region of 4 MiB (the earlier hakmem called these
  *           SuperSlabs).  Its header holds the page descriptors.  All pages of
@@ -18,7 +18,7 @@
  *           Heaps are never unmapped: an exited thread's heap is abandoned and
  *           later adopted whole by a new thread (or swept by others).
  * size class  One of HAK_CLASS_COUNT block sizes.  16..128 step 16, then 8
- *           classes per power of two (12.5% apart) up to 512 KiB.
+ *           classes per power of two (12.5% apart) up to 2 MiB.
  * local free  A free by the thread that owns the block's heap: a push onto
  *           page->local_free, no atomics.
  * remote free A free from any other thread: a lock-free push onto
@@ -53,10 +53,10 @@
 
 #define HAK_SMALL_MAX   ((size_t)8 * 1024)          /* blocks <= 8 KiB: small pages */
 #define HAK_MEDIUM_MAX  ((size_t)64 * 1024)         /* <= 64 KiB: medium pages */
-#define HAK_LARGE_MAX   ((size_t)512 * 1024)        /* <= 512 KiB: large pages */
+#define HAK_LARGE_MAX   ((size_t)2 * 1024 * 1024)   /* <= 2 MiB: large pages (4 MiB, 1+ blocks) */
 /* Above HAK_LARGE_MAX a block is huge: a mapping of its own. */
 
-#define HAK_CLASS_COUNT 104                         /* classes 0..103, last is 512 KiB */
+#define HAK_CLASS_COUNT 120                         /* classes 0..119, last is 2 MiB */
 #define HAK_DIRECT_MAX  2048                        /* sizes served by heap->direct[] */
 #define HAK_DIRECT_COUNT ((HAK_DIRECT_MAX >> 4) + 1)
 

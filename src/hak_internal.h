@@ -76,12 +76,15 @@ typedef struct hak_counters_s {
     _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
     _Atomic uint64_t segments_in_use, segments_peak, huge_in_use, huge_peak;
     _Atomic uint64_t bytes_mapped, bytes_mapped_peak;
-    _Atomic uint64_t heaps_created, heaps_adopted, slow_allocs, remote_frees;
+    _Atomic uint64_t heaps_created, heaps_adopted;
     _Atomic uint64_t class_pages[HAK_CLASS_COUNT], class_pages_peak[HAK_CLASS_COUNT];
-    _Atomic uint64_t class_refills[HAK_CLASS_COUNT], class_remote[HAK_CLASS_COUNT];
 } hak_counters_t;
 extern hak_counters_t hak_counters;
 #define hak_count(field) atomic_fetch_add_explicit(&hak_counters.field, 1, memory_order_relaxed)
+/* a thread-private counter: a plain load and store, no lock prefix */
+#define hak_stat_inc(field) atomic_store_explicit(&(field), \
+        atomic_load_explicit(&(field), memory_order_relaxed) + 1, memory_order_relaxed)
+void hak_heap_stats_sum(uint64_t *slow, uint64_t *refills, uint64_t *remote); /* hak_heap.c */
 void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta);
 
 /* ---- process and heap life cycle (hak_heap.c) ---- */

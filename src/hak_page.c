@@ -156,7 +156,7 @@ static hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
         if (!page) return NULL;
         hak_queue_push(heap, page, true);
         hak_page_extend(page);
-        atomic_fetch_add_explicit(&hak_counters.class_refills[cls], 1, memory_order_relaxed);
+        hak_stat_inc(heap->st_refills[cls]);
     }
     hak_page_check(page);
     return page;
@@ -168,7 +168,7 @@ void *hak_malloc_slow(hak_heap_t *heap, size_t size) {
         if (!heap) { errno = ENOMEM; return NULL; }
     }
     if (size > HAK_LARGE_MAX) {
-        hak_count(slow_allocs);
+        hak_stat_inc(heap->st_slow);
         return hak_huge_alloc(size, HAK_MIN_ALIGN, false);
     }
     unsigned cls = hak_size_class(size);
@@ -185,7 +185,7 @@ void *hak_malloc_slow(hak_heap_t *heap, size_t size) {
         }
     }
     if (!page) {
-        hak_count(slow_allocs);
+        hak_stat_inc(heap->st_slow);
         page = hak_find_page(heap, cls);
         if (!page) { errno = ENOMEM; return NULL; }
     }
@@ -234,9 +234,8 @@ static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b
         do { b->next = head; } while (!atomic_compare_exchange_weak_explicit(&heap->xdelayed, &head, b,
                                                     memory_order_release, memory_order_relaxed));
     }
-    hak_count(remote_frees);
-    if (page->class_idx < HAK_CLASS_COUNT)
-        atomic_fetch_add_explicit(&hak_counters.class_remote[page->class_idx], 1, memory_order_relaxed);
+    hak_heap_t *self = hak_tls_heap;   /* counted by the freeing thread, privately */
+    if (self != &hak_heap_empty && page->class_idx < HAK_CLASS_COUNT) hak_stat_inc(self->st_remote[page->class_idx]);
 }
 
 void hak_heap_process_delayed(hak_heap_t *heap) {

@@ -32,16 +32,19 @@ HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out) {
     out->bytes_mapped_peak = HAK_LOAD(c->bytes_mapped_peak);
     out->heaps_created = HAK_LOAD(c->heaps_created);
     out->heaps_adopted = HAK_LOAD(c->heaps_adopted);
-    out->slow_allocs = HAK_LOAD(c->slow_allocs);
-    out->remote_frees = HAK_LOAD(c->remote_frees);
+    static uint64_t refills[HAK_CLASS_COUNT], remote[HAK_CLASS_COUNT];  /* callers are rare */
+    uint64_t slow;
+    hak_heap_stats_sum(&slow, refills, remote);
+    out->slow_allocs = slow;
     out->rss_peak_bytes = hak_os_rss_peak_bytes();
     for (unsigned i = 0; i < HAK_CLASS_COUNT && i < HAKMEM_STATS_CLASSES; i++) {
         hakmem_class_stats_t *k = &out->classes[i];
         k->block_size = hak_class_size(i);
         k->pages_in_use = HAK_LOAD(c->class_pages[i]);
         k->pages_peak = HAK_LOAD(c->class_pages_peak[i]);
-        k->refills = HAK_LOAD(c->class_refills[i]);
-        k->remote_frees = HAK_LOAD(c->class_remote[i]);
+        k->refills = refills[i];
+        k->remote_frees = remote[i];
+        out->remote_frees += remote[i];
     }
     return 0;
 }

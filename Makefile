@@ -42,6 +42,7 @@ $(BUILD)/debug/libhakmem.a: $(DBG_OBJS)
 -include tests/tests.mk
 -include bench/bench.mk
 -include mk/install.mk
+-include mk/compat.mk
 
 # make soak: minutes-long run per profile, RSS drift and syscalls per op (bench/soak.sh)
 soak: release $(BUILD)/bench/soak

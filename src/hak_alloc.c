@@ -35,6 +35,16 @@ HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
 void *hak_realloc(void *p, size_t size) {
     if (p == NULL) return hak_malloc_inline(size);
     if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */
+    if (hak_unlikely(!hak_segment_of_checked(p))) {
+        size_t old = hak_foreign_usable(p);               /* a glibc block: move it to hakmem */
+        if (old) {
+            void *q = hak_malloc_inline(size);
+            if (!q) return NULL;
+            memcpy(q, p, old < size ? old : size);
+            hak_foreign_free(p);
+            return q;
+        }
+    }
     hak_segment_t *seg;
     hak_page_t *page;
     uint8_t *block = hak_block_of(p, "realloc()", &seg, &page);
@@ -127,6 +137,10 @@ HAK_EXPORT void *hakmem_pvalloc(size_t size) {
 
 size_t hak_usable_size(const void *p) {
     if (p == NULL) return 0;
+    if (hak_unlikely(!hak_segment_of_checked(p))) {
+        size_t n = hak_foreign_usable(p);
+        if (n) return n;
+    }
     hak_segment_t *seg;
     hak_page_t *page;
     uint8_t *block = hak_block_of(p, "malloc_usable_size()", &seg, &page);

@@ -54,6 +54,7 @@ void hak_process_init(void) {
     int expected = 0;
     if (atomic_compare_exchange_strong(&hak_init_state, &expected, 1)) {
         hak_options_init();
+        hak_foreign_init();
         pthread_key_create(&hak_thread_key, hak_thread_done);
         atomic_store_explicit(&hak_init_state, 2, memory_order_release);
     } else {

@@ -70,6 +70,9 @@ __attribute__((noreturn, cold)) void hak_fatal(const char *op, const char *what,
 void hak_message(const char *fmt, ...);         /* "hakmem: ..." to stderr, no malloc */
 
 void hak_crash_install(void);                  /* hak_crash.c */
+void hak_foreign_init(void);                   /* hak_foreign.c */
+bool hak_foreign_free(void *p);                /* true: it was glibc's, freed there */
+size_t hak_foreign_usable(const void *p);      /* glibc block's usable size, or 0 */
 
 /* ---- stats (hak_stats.c) ---- */
 typedef struct hak_counters_s {
@@ -139,8 +142,12 @@ HAK_INLINE uint16_t hak_segmap_get(const void *p) {
 HAK_INLINE bool hak_divisible(const hak_page_t *page, size_t offset) {
     return offset * page->div_magic <= page->div_limit;
 }
+/* flags and capacity are written by the owner and read by remote
+ * freers validating a pointer: relaxed atomics (plain moves on x86). */
+#define HAK_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define HAK_SET_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
-    page->flags = flags;
+    HAK_SET_RELAXED(page->flags, flags);
     page->local_area = flags ? 0 : page->area;
 }
 

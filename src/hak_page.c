@@ -96,7 +96,7 @@ static void hak_page_extend(hak_page_t *page) {
     for (uint32_t i = 0; i + 1 < n; i++) ((hak_block_t *)(first + i * bsize))->next = (hak_block_t *)(first + (i + 1) * bsize);
     ((hak_block_t *)(first + (size_t)(n - 1) * bsize))->next = page->free;
     page->free = (hak_block_t *)first;
-    page->capacity += n;
+    HAK_SET_RELAXED(page->capacity, page->capacity + n);
 }
 
 /* A page with nothing to hand out moves to heap->full, asking remote freers
@@ -272,6 +272,7 @@ void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_p
 
 void hak_free_slow(void *p) {
     if (p == NULL) return;
+    if (hak_unlikely(!hak_segment_of_checked(p)) && hak_foreign_free(p)) return;
     hak_segment_t *seg;
     hak_page_t *page;
     hak_block_t *b = hak_block_of(p, "free()", &seg, &page);

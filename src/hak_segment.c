@@ -180,7 +180,7 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     page->block_size = bsize;
     page->reserved = (uint32_t)(len / bsize);
     page->area = (size_t)page->reserved * bsize;
-    page->capacity = 0;
+    HAK_SET_RELAXED(page->capacity, 0);
     page->div_magic = UINT64_MAX / bsize + 1;
     page->div_limit = page->div_magic - 1;
     hak_page_set_flags(page, 0);
@@ -295,7 +295,8 @@ static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
     page->in_use = 1;
     page->start = (uint8_t *)seg + offset;
     page->block_size = page->area = map_size - offset;
-    page->reserved = page->capacity = page->used = 1;
+    page->reserved = page->used = 1;
+    HAK_SET_RELAXED(page->capacity, 1);
     page->div_magic = 1;
     page->div_limit = 0;
     hak_page_set_flags(page, HAK_PAGE_IS_HUGE);

@@ -118,18 +118,18 @@ typedef struct hak_page_s {
     hak_block_t *free;               /* blocks malloc pops */
     hak_block_t *local_free;         /* blocks the owner freed */
     uint32_t used;                   /* blocks handed out and not yet freed back */
-    uint8_t  flags;                  /* HAK_PAGE_* */
+    _Atomic uint8_t flags;           /* HAK_PAGE_*; read by remote freers (relaxed) */
     uint8_t  class_idx;
     uint8_t  kind;                   /* hak_page_kind_t */
     uint8_t  in_use;
     uint8_t *start;                  /* first block */
-    size_t   local_area;             /* area when flags == 0, else 0: free's one range check */
+    size_t   local_area;             /* area when flags == 0, else 0: free's one range check (owner only) */
     uint64_t div_magic;              /* ceil(2^64 / block_size): offset % size == 0 test */
     uint64_t div_limit;              /* div_magic - 1 */
     size_t   block_size;
     size_t   area;                   /* reserved * block_size: valid offsets from start */
     /* warm: slow paths */
-    uint32_t capacity;               /* blocks carved out so far */
+    _Atomic uint32_t capacity;       /* blocks carved out so far; read by remote freers */
     uint32_t reserved;               /* blocks that fit */
     _Atomic(uintptr_t) xthread_free; /* remote frees (lock-free stack) | HAK_TF_NOTIFY */
     struct hak_page_s *next, *prev;  /* class queue or full queue */

@@ -1,0 +1,31 @@
+# bench/bench.mk -- benchmark workloads and `make bench` (included by ../Makefile).
+#   make bench            full comparison (5 interleaved repetitions, ~15 min)
+#   make bench QUICK=1    short comparison (3 repetitions, < 3 min)
+#   make bench-bins       only build the workload programs into $(BUILD)/bench/
+# Workloads are plain C programs calling malloc/free; every allocator runs the
+# same binary (peers and hakmem via LD_PRELOAD), see docs/benchmarks.md.
+BENCH_DIR    := $(BUILD)/bench
+BENCH_NAMES  := random_mixed larson prodcons thread_churn false_sharing \
+                realloc_growth large_blocks fragmentation
+BENCH_BINS   := $(addprefix $(BENCH_DIR)/,$(BENCH_NAMES))
+BENCH_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -pthread -Wall -Wextra -Wno-unused-parameter
+BENCH_LDLIBS := -pthread -ldl -lm
+BENCH_PY     := /usr/bin/python3
+
+$(BENCH_DIR)/%: bench/%.c bench/bench_common.h bench/bench.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) $< -o $@ $(BENCH_LDLIBS)
+
+.PHONY: bench-bins bench-setup
+bench-bins: $(BENCH_BINS)
+
+# Installs missing peers (mimalloc, jemalloc, tcmalloc, matplotlib, strace)
+# with apt-get when run as root; otherwise fails naming what is missing.
+bench-setup:
+	@sh bench/setup.sh
+
+bench: release $(BENCH_BINS) bench-setup
+	$(BENCH_PY) bench/run.py $(if $(QUICK),--quick)
+
+# tests/suite_bench.sh smoke-runs every workload binary.
+TEST_DEPS += $(BENCH_BINS)

@@ -1,0 +1,496 @@
+#!/usr/bin/python3
+"""Allocator comparison runner: hakmem vs glibc, mimalloc, jemalloc, tcmalloc.
+
+Runs the workload binaries in build/bench/ (built by `make`; this script builds
+nothing) under each allocator, interleaved: for each repetition, for each
+workload, every allocator runs once in turn (A B C D E A B C D E ...).
+Afterwards one extra, untimed run per workload and allocator under
+`strace -f -c` counts mmap/munmap/madvise/mremap (and brk).
+
+Every run must prove which allocator served it (see bench/stats.py
+check_proof); a failed proof aborts the whole comparison (exit 3).  A missing
+peer library aborts before anything runs (exit 2).  A crashed or timed-out run
+is reported and the comparison continues, but the exit status is 1.
+
+Outputs: a table on stdout, results/latest.csv (summary), results/latest_runs.csv
+(every run), results/latest.md (markdown table + machine), results/latest.png.
+See docs/benchmarks.md.
+"""
+
+import argparse
+import csv
+import datetime
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stats  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+# name -> (library candidates, Debian package); glibc = no preload
+ALLOCATORS = [
+    ("hakmem", None, None),
+    ("glibc", None, None),
+    ("mimalloc", ["libmimalloc.so.2", "libmimalloc.so.2.0"], "libmimalloc2.0"),
+    ("jemalloc", ["libjemalloc.so.2"], "libjemalloc2"),
+    ("tcmalloc", ["libtcmalloc_minimal.so.4"], "libtcmalloc-minimal4"),
+]
+BASELINE = "mimalloc"
+
+
+def _w(name, binary, smoke, quick, full, strace_args=None):
+    return {"name": name, "bin": binary,
+            "args": {"smoke": smoke, "quick": quick, "full": full},
+            "strace_args": strace_args}
+
+
+def _no_sleep(args):
+    return args[:2] + ["0"]  # fragmentation: skip the 1 s sleep in the strace run
+
+
+# Arguments per profile (smoke: tests only; quick: runs of ~0.1-0.5 s;
+# full: runs of ~0.5-2 s on a 2-core box).
+WORKLOADS = [
+    _w("random_mixed", "random_mixed", ["20000", "400", "1", "mixed"],
+       ["5000000", "400", "1", "mixed"], ["20000000", "400", "1", "mixed"]),
+    _w("random_256", "random_mixed", ["20000", "400", "1", "256"],
+       ["5000000", "400", "1", "256"], ["20000000", "400", "1", "256"]),
+    _w("random_large", "random_mixed", ["5000", "400", "1", "large"],
+       ["1000000", "400", "1", "large"], ["4000000", "400", "1", "large"]),
+]
+# multi-threaded workloads at 2 threads (= cores here) and 8 (oversubscribed)
+WORKLOADS += [_w("larson_t" + t, "larson", [t, "2", "500", "100"],
+                 [t, "40", "25000", "1000"], [t, "100", "50000", "1000"]) for t in ("2", "8")]
+WORKLOADS += [_w("prodcons_t" + t, "prodcons", [t, "5000"], [t, "1000000"], [t, "4000000"])
+              for t in ("2", "8")]
+WORKLOADS += [_w("thread_churn_t" + t, "thread_churn", [t, "40", "20"], [t, "4000", "100"],
+                 [t, "6000", "100"]) for t in ("2", "8")]
+WORKLOADS += [_w("false_sharing_t" + t, "false_sharing", [t, "16", "100"],
+                 [t, "64", "100000"], [t, "64", "300000"]) for t in ("2", "8")]
+WORKLOADS += [
+    _w("realloc_growth", "realloc_growth", ["5000"], ["2000000"], ["5000000"]),
+    _w("large_blocks", "large_blocks", ["10", "4", "1", "65536", "4194304"], ["200"], ["600"]),
+    _w("fragmentation", "fragmentation", ["4", "1", "10"], ["64", "1", "1000"],
+       ["256", "1", "1000"], strace_args=_no_sleep),
+]
+
+
+class Run:
+    def __init__(self, workload, alloc, rep, fields=None, error=None):
+        self.workload, self.alloc, self.rep = workload, alloc, rep
+        self.fields, self.error = fields, error
+
+
+def find_library(names, package):
+    for n in names:
+        p = os.path.join(LIBDIR, n)
+        if os.path.exists(p):
+            return p
+    try:  # fall back to the package's own file list
+        out = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if os.path.basename(line) in names and os.path.exists(line):
+                return line
+    except OSError:
+        pass
+    return None
+
+
+def resolve_allocators(selected, hakmem_lib):
+    """Return [(name, preload path or None)]; exit 2 naming anything missing."""
+    chosen, missing = [], []
+    for name, libs, pkg in ALLOCATORS:
+        if name not in selected:
+            continue
+        if name == "glibc":
+            chosen.append((name, None))
+        elif name == "hakmem":
+            if not os.path.exists(hakmem_lib):
+                missing.append("hakmem: %s not found (run `make release` first)" % hakmem_lib)
+            chosen.append((name, os.path.abspath(hakmem_lib)))
+        else:
+            path = find_library(libs, pkg)
+            if not path:
+                missing.append("%s: %s not found (Debian package %s; `sh bench/setup.sh` as "
+                               "root installs it)" % (name, " or ".join(libs), pkg))
+            chosen.append((name, path))
+    if missing:
+        for m in missing:
+            print("MISSING PEER: " + m, file=sys.stderr)
+        print("run.py: refusing to run an incomplete comparison (use --allocators to choose "
+              "a subset explicitly)", file=sys.stderr)
+        sys.exit(2)
+    return chosen
+
+
+def run_child(argv, preload, timeout, extra_env=None):
+    """Run argv with LD_PRELOAD=preload; return (rc, stdout, stderr).
+    rc is None on timeout (the child's process group is killed)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    if extra_env:
+        env.update(extra_env)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env,
+                                start_new_session=True)
+        deadline = time.monotonic() + timeout
+        rc, delay = None, 0.0005
+        while True:
+            pid, status = os.waitpid(proc.pid, os.WNOHANG)
+            if pid == proc.pid:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                os.waitpid(proc.pid, 0)
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.01)
+        proc.returncode = rc if rc is not None else -9
+        out.seek(0)
+        err.seek(0)
+        return rc, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+
+
+def describe_failure(rc, stderr):
+    if rc is None:
+        what = "timed out"
+    elif rc < 0:
+        what = "killed by signal %d" % -rc
+    else:
+        what = "exit status %d" % rc
+    tail = " | ".join(stderr.strip().splitlines()[-3:])
+    return what + (": " + tail if tail else "")
+
+
+def proof_abort(wl, alloc, err, where):
+    print("\nPROOF FAILED (%s run of %s under %s): %s" % (where, wl, alloc, err), file=sys.stderr)
+    print("run.py: the measurement would not be of %s; aborting." % alloc, file=sys.stderr)
+    sys.exit(3)
+
+
+def fmt_rate(x):
+    if x is None:
+        return "-"
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= div:
+            return "%.2f%s" % (x / div, unit)
+    return "%.1f" % x
+
+
+def fmt_opt(x, fmt):
+    return "-" if x is None else fmt % x
+
+
+def summarize(runs, allocs, workloads, sysc):
+    """Per (workload, alloc) summary rows, plus per-alloc geomean of ratios."""
+    rows = []
+    for wl in workloads:
+        med = {}
+        for a, _ in allocs:
+            ok = [r.fields for r in runs if r.workload == wl and r.alloc == a and r.fields]
+            failed = [r for r in runs if r.workload == wl and r.alloc == a and r.error]
+            row = {"workload": wl, "allocator": a, "runs": len(ok), "failed_runs": len(failed)}
+            if ok:
+                tput = [f["ops_per_sec"] for f in ok]
+                row["median_ops_per_sec"] = stats.median(tput)
+                row["cv"] = stats.cv(tput)
+                row["peak_rss_kb"] = stats.median([f.get("peak_rss_kb", 0) for f in ok])
+                for key in ("cache_line_shares", "shared_objects", "rss_after_free_kb",
+                            "rss_after_sleep_kb", "rss_refill_kb"):
+                    vals = [f[key] for f in ok if isinstance(f.get(key), (int, float))]
+                    if vals:
+                        row[key] = stats.median(vals)
+                med[a] = row["median_ops_per_sec"]
+            sc = sysc.get((wl, a))
+            if sc:
+                counts, ops = sc
+                row["syscalls_per_op"] = stats.syscalls_per_op(counts, ops)
+                for n in stats.TRACED_SYSCALLS:
+                    row[n + "_calls"] = counts.get(n, 0)
+                row["strace_ops"] = ops
+            rows.append(row)
+        for row in rows[-len(allocs):]:
+            row["ratio_vs_" + BASELINE] = stats.ratio(med.get(row["allocator"]), med.get(BASELINE))
+    geo = {}
+    for a, _ in allocs:
+        rs = [r["ratio_vs_" + BASELINE] for r in rows
+              if r["allocator"] == a and r.get("ratio_vs_" + BASELINE)]
+        geo[a] = (stats.geomean(rs), len(rs)) if rs else (None, 0)
+    return rows, geo
+
+
+def notes_for(row):
+    n = []
+    if "cache_line_shares" in row:
+        n.append("line_shares=%d" % row["cache_line_shares"])
+    if "rss_after_free_kb" in row:
+        n.append("after_free=%.1fM after_sleep=%.1fM" % (row["rss_after_free_kb"] / 1024.0,
+                                                         row.get("rss_after_sleep_kb", 0) / 1024.0))
+    if row.get("failed_runs"):
+        n.append("FAILED %d run(s)" % row["failed_runs"])
+    return " ".join(n)
+
+
+def table_lines(rows, geo, markdown=False):
+    hdr = ["workload", "allocator", "median ops/s", "CV%", "vs " + BASELINE, "peak RSS MB",
+           "mmap-family syscalls/op", "notes"]
+    body = []
+    for r in rows:
+        body.append([r["workload"], r["allocator"], fmt_rate(r.get("median_ops_per_sec")),
+                     fmt_opt(r["cv"] * 100 if "cv" in r else None, "%.1f"),
+                     fmt_opt(r.get("ratio_vs_" + BASELINE), "%.3f"),
+                     fmt_opt(r["peak_rss_kb"] / 1024.0 if "peak_rss_kb" in r else None, "%.1f"),
+                     fmt_opt(r.get("syscalls_per_op"), "%.2e"), notes_for(r)])
+    lines = []
+    if markdown:
+        lines.append("| " + " | ".join(hdr) + " |")
+        lines.append("|" + "---|" * len(hdr))
+        lines += ["| " + " | ".join(b) + " |" for b in body]
+    else:
+        widths = [max(len(hdr[i]), *(len(b[i]) for b in body)) for i in range(len(hdr) - 1)]
+        fmt = "  ".join("%%-%ds" % w for w in widths) + "  %s"
+        lines.append(fmt % tuple(hdr))
+        lines.append("-" * (sum(widths) + 2 * len(widths) + 5))
+        prev = None
+        for b in body:
+            if prev is not None and b[0] != prev:
+                lines.append("")
+            prev = b[0]
+            lines.append(fmt % tuple(b))
+    lines.append("")
+    if markdown:
+        lines.append("| allocator | geometric mean of throughput ratio vs %s | workloads |"
+                     % BASELINE)
+        lines.append("|---|---|---|")
+        lines += ["| %s | %s | %d |" % (a, fmt_opt(g, "%.3f"), n) for a, (g, n) in geo.items()]
+        return lines
+    lines.append("Geometric mean of throughput ratio vs %s:" % BASELINE)
+    for a, (g, n) in geo.items():
+        lines.append("  %-9s %s (over %d workloads)" % (a, fmt_opt(g, "%.3f"), n))
+    return lines
+
+
+def write_csv(path, rows):
+    keys = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def write_chart(path, rows, geo, allocs, workloads, title):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        print("run.py: matplotlib missing (%s); no chart written" % e, file=sys.stderr)
+        return False
+    names = [a for a, _ in allocs]
+    groups = list(workloads) + ["GEOMEAN"]
+    fig, ax = plt.subplots(figsize=(max(10, len(groups) * 0.9), 5.5))
+    width = 0.8 / max(1, len(names))
+    for i, a in enumerate(names):
+        ys = []
+        for wl in workloads:
+            r = [x for x in rows if x["workload"] == wl and x["allocator"] == a]
+            ys.append((r[0].get("ratio_vs_" + BASELINE) or 0) if r else 0)
+        ys.append(geo.get(a, (None, 0))[0] or 0)
+        xs = [j + (i - (len(names) - 1) / 2.0) * width for j in range(len(groups))]
+        ax.bar(xs, ys, width, label=a)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("throughput / %s throughput (>1 = faster)" % BASELINE)
+    ax.set_yscale("log")
+    ticks = [0.0625, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0]
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(["%g" % t for t in ticks])
+    ax.minorticks_off()
+    ax.grid(axis="y", linewidth=0.3)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, ncol=len(names))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def machine_description():
+    model = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return ("nproc=%d, CPU: %s, kernel %s, %s" % (os.cpu_count() or 0, model, platform.release(),
+                                                   datetime.datetime.now().strftime("%Y-%m-%d %H:%M")))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="short run (3 reps, small sizes)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, for tests only")
+    ap.add_argument("--reps", type=int, help="repetitions (default 5, 3 with --quick)")
+    ap.add_argument("--allocators", default=",".join(a[0] for a in ALLOCATORS))
+    ap.add_argument("--workloads", default="all", help="comma list of workload names")
+    ap.add_argument("--hakmem-lib", default=os.path.join(ROOT, "build", "libhakmem.so"))
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bench"))
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "results"))
+    ap.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
+    args = ap.parse_args()
+
+    profile = "smoke" if args.smoke else "quick" if args.quick else "full"
+    reps = args.reps or (1 if args.smoke else 3 if args.quick else 5)
+    known = [a[0] for a in ALLOCATORS]
+    selected = [a.strip() for a in args.allocators.split(",") if a.strip()]
+    bad = [a for a in selected if a not in known]
+    if bad or not selected:
+        ap.error("unknown allocator(s) %s; choose from %s" % (bad, known))
+    wls = WORKLOADS if args.workloads == "all" else [
+        w for w in WORKLOADS if w["name"] in args.workloads.split(",")]
+    if not wls:
+        ap.error("no workload matches %r" % args.workloads)
+    allocs = resolve_allocators(selected, args.hakmem_lib)
+    for w in wls:
+        b = os.path.join(args.bin_dir, w["bin"])
+        if not os.access(b, os.X_OK):
+            print("run.py: workload binary %s missing (run `make bench-bins`)" % b, file=sys.stderr)
+            sys.exit(2)
+    strace = None if args.no_syscalls else "/usr/bin/strace"
+    if strace and not os.access(strace, os.X_OK):
+        print("MISSING TOOL: strace (Debian package strace) is needed for syscall counts; "
+              "`sh bench/setup.sh` as root, or pass --no-syscalls", file=sys.stderr)
+        sys.exit(2)
+
+    load0 = os.getloadavg()
+    if load0[0] > 0.5 * (os.cpu_count() or 1):
+        print("WARNING: machine busy before the run (load average %.2f %.2f %.2f on %d CPUs); "
+              "expect a high CV" % (load0 + (os.cpu_count() or 0,)), file=sys.stderr)
+    total = reps * len(wls) * len(allocs)
+    print("hakmem benchmark: profile=%s reps=%d workloads=%d allocators=%s" %
+          (profile, reps, len(wls), ",".join(a for a, _ in allocs)))
+    print("machine: " + machine_description())
+    for a, p in allocs:
+        print("  %-9s %s" % (a, p or "(no preload: glibc)"))
+    print("timed runs: %d (interleaved), then %d strace runs" %
+          (total, 0 if not strace else len(wls) * len(allocs)))
+    sys.stdout.flush()
+
+    t_start = time.monotonic()
+    runs, n = [], 0
+    for rep in range(reps):
+        for w in wls:
+            argv = [os.path.join(args.bin_dir, w["bin"])] + w["args"][profile]
+            for a, lib in allocs:
+                n += 1
+                rc, out, err = run_child(argv, lib, args.timeout)
+                run = Run(w["name"], a, rep)
+                if rc != 0:
+                    run.error = describe_failure(rc, err)
+                else:
+                    try:
+                        run.fields = stats.parse_output(out)
+                    except stats.ParseError as e:
+                        run.error = "bad output: %s" % e
+                if run.fields:
+                    try:
+                        stats.check_proof(a, run.fields)
+                    except stats.ProofError as e:
+                        proof_abort(w["name"], a, e, "timed")
+                runs.append(run)
+                if run.error:
+                    print("[%3d/%d] rep %d %-18s %-9s FAILED: %s" %
+                          (n, total, rep + 1, w["name"], a, run.error))
+                else:
+                    f = run.fields
+                    print("[%3d/%d] rep %d %-18s %-9s %10s ops/s  %7.3fs  peak %.1f MB" %
+                          (n, total, rep + 1, w["name"], a, fmt_rate(f["ops_per_sec"]),
+                           f["seconds"], f.get("peak_rss_kb", 0) / 1024.0))
+                sys.stdout.flush()
+
+    sysc = {}
+    if strace:
+        fd, trace_file = tempfile.mkstemp(prefix="hakmem-strace-")
+        os.close(fd)
+        for w in wls:
+            bargs = w["args"][profile]
+            if w["strace_args"]:
+                bargs = w["strace_args"](bargs)
+            for a, lib in allocs:
+                argv = [strace, "-f", "--seccomp-bpf", "-c", "-o", trace_file,
+                        "-e", "trace=" + ",".join(stats.TRACED_SYSCALLS)]
+                if lib:
+                    argv += ["-E", "LD_PRELOAD=" + lib]
+                argv += [os.path.join(args.bin_dir, w["bin"])] + bargs
+                rc, out, err = run_child(argv, None, args.timeout * 3)
+                msg = None
+                try:
+                    if rc != 0:
+                        raise stats.ParseError(describe_failure(rc, err))
+                    f = stats.parse_output(out)
+                    try:
+                        stats.check_proof(a, f)
+                    except stats.ProofError as e:
+                        proof_abort(w["name"], a, e, "strace")
+                    counts = stats.parse_strace_summary(open(trace_file).read())
+                    sysc[(w["name"], a)] = (counts, f["ops"])
+                    msg = "%.2e mmap-family syscalls/op (%s)" % (
+                        stats.syscalls_per_op(counts, f["ops"]),
+                        " ".join("%s=%d" % (k, v) for k, v in counts.items()))
+                except stats.ParseError as e:
+                    msg = "FAILED: %s" % e
+                    runs.append(Run(w["name"], a, -1, error="strace run " + msg))
+                print("[strace] %-18s %-9s %s" % (w["name"], a, msg))
+                sys.stdout.flush()
+        os.unlink(trace_file)
+
+    rows, geo = summarize(runs, allocs, [w["name"] for w in wls], sysc)
+    elapsed = time.monotonic() - t_start
+    load = "1-min load average %.2f before the run, %.2f after" % (load0[0], os.getloadavg()[0])
+    print("")
+    print("=== results (profile=%s, %d interleaved reps, medians; %.0f s; %s) ===" %
+          (profile, reps, elapsed, load))
+    for line in table_lines(rows, geo):
+        print(line)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    write_csv(os.path.join(args.out_dir, "latest.csv"), rows)
+    write_csv(os.path.join(args.out_dir, "latest_runs.csv"), [
+        dict([("workload", r.workload), ("allocator", r.alloc), ("rep", r.rep),
+              ("error", r.error or "")]
+             + sorted((r.fields or {}).items())) for r in runs])
+    title = "hakmem benchmark (%s, %d reps), %s" % (profile, reps, machine_description())
+    with open(os.path.join(args.out_dir, "latest.md"), "w") as f:
+        f.write("Profile `%s`, %d interleaved repetitions, %.0f s total (%s).  Machine: %s\n\n"
+                % (profile, reps, elapsed, load, machine_description()))
+        f.write("\n".join(table_lines(rows, geo, markdown=True)) + "\n")
+    chart = write_chart(os.path.join(args.out_dir, "latest.png"), rows, geo, allocs,
+                        [w["name"] for w in wls], title)
+    print("wrote %s/latest.csv, latest_runs.csv, latest.md%s" %
+          (args.out_dir, ", latest.png" if chart else ""))
+    failed = [r for r in runs if r.error]
+    if failed:
+        print("run.py: %d run(s) FAILED (see above); exit status 1" % len(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

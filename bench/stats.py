@@ -1,0 +1,205 @@
+"""Statistics, parsing and allocator-proof checks for the hakmem benchmarks.
+
+Used by bench/run.py and tests/test_bench_stats.py.  Pure functions only (no
+process handling), so everything here is unit-testable.
+
+Command line (used by tests/suite_bench.sh):
+    python3 bench/stats.py check ALLOCATOR [FILE]
+reads a workload's output (FILE or stdin), parses its RESULT line and checks
+the allocator proof for ALLOCATOR; prints "OK ..." and exits 0, or prints
+"PROOF FAILED ..." / "PARSE FAILED ..." and exits 1.
+"""
+
+import math
+import os
+import re
+import sys
+
+# Syscalls counted by the strace run.  The first four are the mmap family the
+# report's "syscalls/op" column adds up; brk is kept separately (glibc grows
+# its main heap with brk, so leaving it out would flatter glibc).
+MMAP_FAMILY = ("mmap", "munmap", "madvise", "mremap")
+TRACED_SYSCALLS = MMAP_FAMILY + ("brk",)
+
+# allocator name -> (regex the basename of the malloc-providing object must
+# match, required hakmem_owned value)
+#   hakmem: must be libhakmem*.so* AND hakmem_owns() must claim a fresh block;
+#   others: must be their own library and have no hakmem_owns symbol (-1).
+PROOF_RULES = {
+    "hakmem": (r"^libhakmem[\w.-]*\.so(\.[\w.]+)?$", 1),
+    "glibc": (r"^libc\.so(\.\d+)*$", -1),
+    "mimalloc": (r"^libmimalloc[\w.-]*\.so(\.[\w.]+)?$", -1),
+    "jemalloc": (r"^libjemalloc[\w.-]*\.so(\.[\w.]+)?$", -1),
+    "tcmalloc": (r"^libtcmalloc[\w.-]*\.so(\.[\w.]+)?$", -1),
+}
+
+
+class ParseError(ValueError):
+    """The output has no (or more than one) well-formed RESULT line."""
+
+
+class ProofError(ValueError):
+    """The run was not served by the allocator it was meant to measure."""
+
+
+def _convert(value):
+    for conv in (int, float):
+        try:
+            return conv(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_result_line(line):
+    """Parse one 'RESULT key=value ...' line into a dict (numbers converted)."""
+    line = line.strip()
+    if not line.startswith("RESULT "):
+        raise ParseError("not a RESULT line: %r" % line[:80])
+    fields = {}
+    for tok in line.split()[1:]:
+        if "=" not in tok:
+            raise ParseError("malformed field %r" % tok)
+        key, value = tok.split("=", 1)
+        if not key:
+            raise ParseError("empty key in %r" % tok)
+        fields[key] = _convert(value)
+    for key in ("workload", "ops", "seconds", "ops_per_sec", "allocator", "hakmem_owned"):
+        if key not in fields:
+            raise ParseError("RESULT line lacks %s" % key)
+    if not isinstance(fields["ops"], int) or fields["ops"] <= 0:
+        raise ParseError("ops must be a positive integer, got %r" % fields["ops"])
+    if not isinstance(fields["seconds"], (int, float)) or fields["seconds"] <= 0:
+        raise ParseError("seconds must be positive, got %r" % fields["seconds"])
+    return fields
+
+
+def parse_output(text):
+    """Find exactly one RESULT line in a workload's stdout and parse it."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("RESULT ")]
+    if not lines:
+        raise ParseError("no RESULT line in output")
+    if len(lines) > 1:
+        raise ParseError("%d RESULT lines in output (expected one)" % len(lines))
+    return parse_result_line(lines[0])
+
+
+def check_proof(expected, fields):
+    """Raise ProofError unless `fields` (a parsed RESULT) shows that the
+    allocator named `expected` provided malloc for the run."""
+    if expected not in PROOF_RULES:
+        raise ProofError("unknown allocator %r" % expected)
+    pattern, owned = PROOF_RULES[expected]
+    path = str(fields.get("allocator", ""))
+    base = os.path.basename(path)
+    if not re.match(pattern, base):
+        raise ProofError(
+            "expected %s but malloc was provided by %s (preload did not take effect?)"
+            % (expected, path or "<unknown>"))
+    foreign = fields.get("foreign_samples", 0)
+    if isinstance(foreign, int) and foreign > 0:
+        raise ProofError("%d block(s) sampled from the workload were not served by the "
+                         "expected allocator (foreign_samples=%d)" % (foreign, foreign))
+    got = fields.get("hakmem_owned")
+    if got != owned:
+        if expected == "hakmem":
+            raise ProofError("malloc comes from %s but hakmem_owns() on a fresh block "
+                             "returned %r (expected 1)" % (path, got))
+        raise ProofError("expected %s but hakmem_owns is present (hakmem_owned=%r)"
+                         % (expected, got))
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("median of empty sequence")
+    mid = n // 2
+    return xs[mid] if n % 2 else (xs[mid - 1] + xs[mid]) / 2.0
+
+
+def mean(xs):
+    if not xs:
+        raise ValueError("mean of empty sequence")
+    return sum(xs) / float(len(xs))
+
+
+def cv(xs):
+    """Coefficient of variation: sample standard deviation / mean (0 for n < 2)."""
+    if len(xs) < 2:
+        return 0.0
+    m = mean(xs)
+    if m == 0:
+        return 0.0
+    var = sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+    return math.sqrt(var) / abs(m)
+
+
+def geomean(xs):
+    xs = list(xs)
+    if not xs:
+        raise ValueError("geomean of empty sequence")
+    if any(x <= 0 for x in xs):
+        raise ValueError("geomean needs positive values")
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def ratio(value, baseline):
+    """value / baseline, or None when either is missing or baseline is 0."""
+    if value is None or baseline is None or baseline == 0:
+        return None
+    return value / float(baseline)
+
+
+_STRACE_ROW = re.compile(
+    r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(?P<calls>\d+)\s+(?:(?P<errors>\d+)\s+)?(?P<name>\w+)\s*$")
+
+
+def parse_strace_summary(text):
+    """Parse `strace -c` summary output into {syscall: calls}.
+
+    Every syscall in TRACED_SYSCALLS is present in the result (0 when strace
+    did not list it).  The 'total' row is ignored."""
+    counts = dict((name, 0) for name in TRACED_SYSCALLS)
+    seen_header = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("% time"):
+            seen_header = True
+            continue
+        m = _STRACE_ROW.match(line)
+        if m and m.group("name") != "total":
+            counts[m.group("name")] = counts.get(m.group("name"), 0) + int(m.group("calls"))
+    if not seen_header:
+        raise ParseError("no strace -c summary table found")
+    return counts
+
+
+def syscalls_per_op(counts, ops, names=MMAP_FAMILY):
+    if ops <= 0:
+        raise ValueError("ops must be positive")
+    return sum(counts.get(n, 0) for n in names) / float(ops)
+
+
+def _main(argv):
+    if len(argv) < 3 or argv[1] != "check":
+        sys.stderr.write("usage: stats.py check ALLOCATOR [FILE]\n")
+        return 2
+    expected = argv[2]
+    text = open(argv[3]).read() if len(argv) > 3 else sys.stdin.read()
+    try:
+        fields = parse_output(text)
+    except ParseError as e:
+        print("PARSE FAILED: %s" % e)
+        return 1
+    try:
+        check_proof(expected, fields)
+    except ProofError as e:
+        print("PROOF FAILED: %s" % e)
+        return 1
+    print("OK %s served workload=%s (allocator=%s hakmem_owned=%s)"
+          % (expected, fields["workload"], fields["allocator"], fields["hakmem_owned"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv))

@@ -1,0 +1,114 @@
+/* check.h -- minimal test harness shared by the hakmem C tests.
+ *
+ * A test is a function `static void test_x(void)`.  RUN_TEST(x) runs it and
+ * prints exactly one protocol line for it:
+ *     PASS <prefix>.<x>
+ *     FAIL <prefix>.<x>: <first failure> (+N more)
+ *     SKIP <prefix>.<x>: <reason>
+ * CHECK(cond) / CHECKF(cond, fmt, ...) record a failure (file:line and message)
+ * and keep going; SKIP_TEST("why") marks the current test skipped and returns.
+ * check_exit_code() is 0 when no test failed, 1 otherwise.
+ *
+ * Failures may be recorded from any thread (the stress test does), so the
+ * bookkeeping is protected by a mutex.  Message formatting uses snprintf into
+ * static buffers only, never the allocator under test.
+ */
+#ifndef HAK_TEST_CHECK_H
+#define HAK_TEST_CHECK_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *chk_prefix = "test";
+static const char *chk_name = "?";
+static int chk_fail_count;      /* failures in the current test */
+static int chk_total_failed;    /* failed tests so far */
+static int chk_skipped;         /* current test skipped */
+static char chk_first[512];
+static char chk_skip_reason[256];
+static pthread_mutex_t chk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((format(printf, 4, 5), unused))
+static void chk_failf(const char *file, int line, const char *expr, const char *fmt, ...)
+{
+    char msg[320];
+    msg[0] = '\0';
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_lock(&chk_lock);
+    if (chk_fail_count++ == 0) {
+        const char *base = strrchr(file, '/');
+        snprintf(chk_first, sizeof chk_first, "%s:%d: %s%s%s", base ? base + 1 : file, line,
+                 expr, msg[0] ? " -- " : "", msg);
+        /* protocol lines are single-line: strip newlines */
+        for (char *c = chk_first; *c; c++)
+            if (*c == '\n' || *c == '\r')
+                *c = ' ';
+    }
+    pthread_mutex_unlock(&chk_lock);
+}
+
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond))                                                          \
+            chk_failf(__FILE__, __LINE__, #cond, NULL);                       \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                     \
+    do {                                                                      \
+        if (!(cond))                                                          \
+            chk_failf(__FILE__, __LINE__, #cond, __VA_ARGS__);                \
+    } while (0)
+
+/* number of failures recorded so far in the running test */
+static inline int chk_failures(void)
+{
+    pthread_mutex_lock(&chk_lock);
+    int n = chk_fail_count;
+    pthread_mutex_unlock(&chk_lock);
+    return n;
+}
+
+#define SKIP_TEST(reason)                                                     \
+    do {                                                                      \
+        chk_skipped = 1;                                                      \
+        snprintf(chk_skip_reason, sizeof chk_skip_reason, "%s", (reason));    \
+        return;                                                               \
+    } while (0)
+
+static inline void chk_report(void)
+{
+    if (chk_fail_count) {
+        chk_total_failed++;
+        if (chk_fail_count > 1)
+            printf("FAIL %s.%s: %s (+%d more)\n", chk_prefix, chk_name, chk_first,
+                   chk_fail_count - 1);
+        else
+            printf("FAIL %s.%s: %s\n", chk_prefix, chk_name, chk_first);
+    } else if (chk_skipped) {
+        printf("SKIP %s.%s: %s\n", chk_prefix, chk_name, chk_skip_reason);
+    } else {
+        printf("PASS %s.%s\n", chk_prefix, chk_name);
+    }
+    fflush(stdout);
+}
+
+#define RUN_TEST(fn)                                                          \
+    do {                                                                      \
+        chk_name = #fn;                                                       \
+        chk_fail_count = 0;                                                   \
+        chk_skipped = 0;                                                      \
+        chk_first[0] = '\0';                                                  \
+        test_##fn();                                                          \
+        chk_report();                                                         \
+    } while (0)
+
+static inline int check_exit_code(void) { return chk_total_failed ? 1 : 0; }
+
+#endif /* HAK_TEST_CHECK_H */

@@ -1,0 +1,144 @@
+/* glibc_api.c -- glibc's malloc extension API under hakmem: mallinfo,
+ * mallinfo2, malloc_trim, malloc_info, mallopt, malloc_stats.
+ *
+ * usage: glibc_api PREFIX            run every check (stdout: PASS/FAIL lines)
+ *        glibc_api --stats           only call malloc_stats() (stderr is checked
+ *                                    by the suite)
+ * Run under LD_PRELOAD=libhakmem.so or statically linked with libhakmem.a.
+ * Every check also insists that hakmem is the allocator in charge (weak
+ * hakmem_owns present and owning malloc's blocks), so on glibc's malloc the
+ * checks fail rather than pass by accident. */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern int hakmem_owns(const void *p) __attribute__((weak));
+
+static const char *prefix;
+static int failures;
+
+static void check(const char *name, int ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#include <stdarg.h>
+static void check(const char *name, int ok, const char *fmt, ...) {
+    if (ok) { printf("PASS %s.%s\n", prefix, name); return; }
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL %s.%s: ", prefix, name);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    failures++;
+}
+
+#define MiB ((size_t)1 << 20)
+#define NSMALL ((64 * MiB) / 64)
+
+static void **blocks;
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--stats") == 0) {
+        void *p = malloc(1000);
+        malloc_stats();
+        free(p);
+        return 0;
+    }
+    prefix = argc > 1 ? argv[1] : "glibc_api";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    void *probe = malloc(64);
+    int hak = hakmem_owns && hakmem_owns(probe) == 1;
+    free(probe);
+    check("hakmem_in_charge", hak, "malloc is not served by hakmem");
+
+    /* ---- mallinfo2 / mallinfo: 64 MiB of 64-byte blocks ---- */
+    malloc_trim(0);
+    struct mallinfo2 m0 = mallinfo2();
+    blocks = malloc(NSMALL * sizeof *blocks);
+    if (!blocks) return 2;
+    for (size_t i = 0; i < NSMALL; i++) {
+        blocks[i] = malloc(64);
+        if (!blocks[i]) { printf("FAIL %s.alloc: malloc(64) failed at %zu\n", prefix, i); return 1; }
+        memset(blocks[i], (int)i, 64);
+    }
+    struct mallinfo2 m1 = mallinfo2();
+    struct mallinfo o1 = mallinfo();
+    check("mallinfo2_arena_grows", hak && m1.arena >= m0.arena + 64 * MiB,
+          "arena %zu -> %zu after allocating 64 MiB of small blocks", m0.arena, m1.arena);
+    check("mallinfo2_uordblks_grows", hak && m1.uordblks >= m0.uordblks + 64 * MiB && m1.uordblks <= m1.arena,
+          "uordblks %zu -> %zu (arena %zu)", m0.uordblks, m1.uordblks, m1.arena);
+    check("mallinfo2_consistent", m1.fordblks == m1.arena - m1.uordblks && m1.usmblks >= m1.arena,
+          "fordblks %zu != arena %zu - uordblks %zu, or usmblks %zu < arena", m1.fordblks, m1.arena,
+          m1.uordblks, m1.usmblks);
+    check("mallinfo_matches_mallinfo2", hak && o1.arena > 0 && (size_t)o1.arena == m1.arena &&
+          (size_t)o1.uordblks == m1.uordblks,
+          "mallinfo arena %d uordblks %d vs mallinfo2 %zu %zu", o1.arena, o1.uordblks, m1.arena, m1.uordblks);
+
+    for (size_t i = 0; i < NSMALL; i++) free(blocks[i]);
+    int trimmed = malloc_trim(0);
+    struct mallinfo2 m2 = mallinfo2();
+    check("malloc_trim_returns_1", hak && trimmed == 1, "malloc_trim(0) after freeing 64 MiB returned %d", trimmed);
+    check("mallinfo2_arena_shrinks", hak && m2.arena + 32 * MiB <= m1.arena && m2.uordblks + 32 * MiB <= m1.uordblks,
+          "after free + malloc_trim(0): arena %zu -> %zu, uordblks %zu -> %zu", m1.arena, m2.arena,
+          m1.uordblks, m2.uordblks);
+    trimmed = malloc_trim(0);
+    check("malloc_trim_idle_returns_0", trimmed == 0, "second malloc_trim(0) with nothing to release returned %d", trimmed);
+    free(blocks);
+
+    /* ---- huge blocks: hblks / hblkhd ---- */
+    struct mallinfo2 h0 = mallinfo2();
+    void *big = malloc(48 * MiB);
+    memset(big, 1, 48 * MiB);
+    struct mallinfo2 h1 = mallinfo2();
+    check("mallinfo2_hblks", hak && h1.hblks == h0.hblks + 1 && h1.hblkhd >= h0.hblkhd + 48 * MiB,
+          "hblks %zu -> %zu, hblkhd %zu -> %zu after malloc(48 MiB)", h0.hblks, h1.hblks, h0.hblkhd, h1.hblkhd);
+    free(big);
+    struct mallinfo2 h2 = mallinfo2();
+    check("mallinfo2_hblks_freed", hak && h2.hblks == h0.hblks && h2.hblkhd + 48 * MiB <= h1.hblkhd,
+          "after free: hblks %zu, hblkhd %zu (before malloc %zu, %zu)", h2.hblks, h2.hblkhd, h0.hblks, h0.hblkhd);
+
+    /* ---- malloc_info ---- */
+    char *xml = NULL;
+    size_t xlen = 0;
+    FILE *mf = open_memstream(&xml, &xlen);
+    int rc = malloc_info(0, mf);
+    fclose(mf);
+    check("malloc_info_xml", rc == 0 && xml && strncmp(xml, "<malloc", 7) == 0 && strstr(xml, "hakmem") &&
+          strstr(xml, "</malloc>"), "rc %d, output starts \"%.40s\"", rc, xml ? xml : "(null)");
+    free(xml);
+    mf = open_memstream(&xml, &xlen);
+    errno = 0;
+    rc = malloc_info(1, mf);
+    int e = errno;
+    fclose(mf);
+    check("malloc_info_bad_options", hak && rc == -1 && e == EINVAL && xlen == 0,
+          "malloc_info(1, fp) returned %d errno %d, wrote %zu bytes", rc, e, xlen);
+    free(xml);
+
+    /* ---- mallopt ---- */
+    static const struct { int param, value, want; const char *name; } opts[] = {
+        { M_ARENA_MAX, 2, 1, "M_ARENA_MAX" },       { M_MMAP_THRESHOLD, 1 << 20, 1, "M_MMAP_THRESHOLD" },
+        { M_TRIM_THRESHOLD, 1 << 20, 1, "M_TRIM_THRESHOLD" }, { M_TOP_PAD, 0, 1, "M_TOP_PAD" },
+        { M_PERTURB, 0, 1, "M_PERTURB" },           { 12345, 1, 0, "12345" }, { -100, 1, 0, "-100" },
+    };
+    int bad = 0;
+    char badmsg[256] = "";
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        int r = mallopt(opts[i].param, opts[i].value);
+        if (r != opts[i].want) {
+            bad++;
+            size_t l = strlen(badmsg);
+            snprintf(badmsg + l, sizeof badmsg - l, "mallopt(%s)=%d want %d; ", opts[i].name, r, opts[i].want);
+        }
+    }
+    check("mallopt", hak && bad == 0, "%s", bad ? badmsg : "hakmem not in charge");
+    /* accepted parameters have no effect: allocation still works and is hakmem's */
+    void *after = malloc(2 * MiB);
+    check("mallopt_no_effect", after && hakmem_owns && hakmem_owns(after) == 1, "malloc after mallopt not hakmem's");
+    free(after);
+
+    printf("%s: %d failure(s)\n", prefix, failures);
+    return failures ? 1 : 0;
+}

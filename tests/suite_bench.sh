@@ -1,0 +1,164 @@
+#!/bin/sh
+# tests/suite_bench.sh -- tests of the benchmark suite (bench/).
+# Prints one "PASS name" / "FAIL name: reason" / "SKIP name: reason" line per
+# test case.  Covers: unit tests of bench/stats.py, a tiny smoke run of every
+# workload binary under glibc and (when build/libhakmem.so exists) hakmem with
+# the allocator proof checked, negative proof checks, and a tiny end-to-end
+# run of bench/run.py.  Takes well under a minute.
+cd "$(dirname "$0")/.." || exit 1
+PY=/usr/bin/python3
+BIN=build/bench
+HAKMEM=build/libhakmem.so
+MIMALLOC=/usr/lib/x86_64-linux-gnu/libmimalloc.so.2
+TMP=$(mktemp -d /tmp/suite_bench.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+main() {
+# ---- 1. unit tests of bench/stats.py (one line per test) ----
+$PY tests/test_bench_stats.py --pass-fail >"$TMP/unit.out" 2>"$TMP/unit.err"
+cat "$TMP/unit.out"
+if ! grep -q '^PASS ' "$TMP/unit.out" && ! grep -q '^FAIL ' "$TMP/unit.out"; then
+    echo "FAIL bench_stats.load: $(tail -n 1 "$TMP/unit.err")"
+fi
+
+# ---- 2. workload binaries ----
+NAMES="random_mixed larson prodcons thread_churn false_sharing realloc_growth large_blocks fragmentation"
+missing=""
+for n in $NAMES; do [ -x "$BIN/$n" ] || missing="$missing $BIN/$n"; done
+if [ -n "$missing" ]; then
+    # shellcheck disable=SC2086
+    if make -s $missing >"$TMP/make.out" 2>&1; then
+        echo "PASS bench.build"
+    else
+        echo "FAIL bench.build: make$missing failed: $(tail -n 1 "$TMP/make.out")"
+    fi
+else
+    echo "PASS bench.build"
+fi
+
+# name|binary and tiny arguments|extra fields the RESULT line must carry
+SMOKE="random_mixed|random_mixed 20000 400 1 mixed|ws mallocs
+random_256|random_mixed 20000 400 1 256|ws
+random_large|random_mixed 4000 100 1 large|ws
+larson_t2|larson 2 3 500 100|rounds threads_created
+larson_t8|larson 8 2 200 50|rounds threads_created
+prodcons_t2|prodcons 2 5000|pairs
+prodcons_t8|prodcons 8 5000|pairs
+thread_churn_t2|thread_churn 2 40 20|allocs_per_thread
+thread_churn_t8|thread_churn 8 40 20|allocs_per_thread
+false_sharing_t2|false_sharing 2 16 100|cache_line_shares shared_objects
+false_sharing_t8|false_sharing 8 16 100|cache_line_shares shared_objects
+realloc_growth|realloc_growth 5000|completed
+large_blocks|large_blocks 10 4 1 65536 4194304|ws mib_allocated
+fragmentation|fragmentation 4 1 10|rss_after_free_kb rss_after_sleep_kb baseline_rss_kb"
+
+# smoke NAME ALLOC PRELOAD "CMD" "FIELDS": run once, check exit, RESULT, proof, fields
+smoke() {
+    name=$1 alloc=$2 pre=$3 cmd=$4 fields=$5
+    out="$TMP/$name.$alloc.out"
+    # shellcheck disable=SC2086
+    LD_PRELOAD=$pre timeout 30 $BIN/$cmd >"$out" 2>"$out.err"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "FAIL bench.smoke.$name.$alloc: exit status $rc: $(tail -n 1 "$out.err")"
+        return
+    fi
+    if ! msg=$($PY bench/stats.py check "$alloc" "$out"); then
+        echo "FAIL bench.smoke.$name.$alloc: $msg"
+        return
+    fi
+    for f in $fields; do
+        if ! grep -q "^RESULT .* $f=[0-9]" "$out"; then
+            echo "FAIL bench.smoke.$name.$alloc: RESULT line lacks numeric $f"
+            return
+        fi
+    done
+    echo "PASS bench.smoke.$name.$alloc"
+}
+
+echo "$SMOKE" | while IFS='|' read -r name cmd fields; do
+    smoke "$name" glibc "" "$cmd" "$fields"
+    if [ -f "$HAKMEM" ]; then
+        smoke "$name" hakmem "$PWD/$HAKMEM" "$cmd" "$fields"
+    else
+        echo "SKIP bench.smoke.$name.hakmem: $HAKMEM not built"
+    fi
+done
+
+# ---- 3. proof checks, including the negative ones ----
+G="$TMP/random_mixed.glibc.out"
+if [ -s "$G" ]; then
+    if msg=$($PY bench/stats.py check hakmem "$G"); then
+        echo "FAIL bench.proof.rejects_glibc_as_hakmem: accepted a glibc run as hakmem: $msg"
+    else
+        echo "PASS bench.proof.rejects_glibc_as_hakmem"
+    fi
+else
+    echo "FAIL bench.proof.rejects_glibc_as_hakmem: no glibc output to check"
+fi
+if [ -f "$MIMALLOC" ]; then
+    LD_PRELOAD=$MIMALLOC timeout 30 $BIN/random_mixed 20000 400 1 >"$TMP/mi.out" 2>&1
+    if $PY bench/stats.py check mimalloc "$TMP/mi.out" >/dev/null &&
+       ! $PY bench/stats.py check glibc "$TMP/mi.out" >/dev/null &&
+       ! $PY bench/stats.py check hakmem "$TMP/mi.out" >/dev/null; then
+        echo "PASS bench.proof.mimalloc_preload_detected"
+    else
+        echo "FAIL bench.proof.mimalloc_preload_detected: $(head -c 300 "$TMP/mi.out")"
+    fi
+else
+    echo "SKIP bench.proof.mimalloc_preload_detected: $MIMALLOC not installed"
+fi
+
+# The runner itself must abort (exit 3, "PROOF FAILED") when the "hakmem"
+# library it preloads does not provide malloc (libm stands in for a broken build).
+LIBM=/lib/x86_64-linux-gnu/libm.so.6
+timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem --hakmem-lib "$LIBM" \
+    --workloads random_mixed --out-dir "$TMP/neg" >"$TMP/neg.out" 2>"$TMP/neg.err"
+rc=$?
+if [ $rc -eq 3 ] && grep -q "PROOF FAILED" "$TMP/neg.err"; then
+    echo "PASS bench.runner.proof_failure_is_fatal"
+else
+    echo "FAIL bench.runner.proof_failure_is_fatal: exit $rc, stderr: $(head -c 300 "$TMP/neg.err")"
+fi
+
+# A missing library must be named and be fatal (exit 2) before anything runs.
+timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,glibc \
+    --hakmem-lib /nonexistent/libhakmem.so --out-dir "$TMP/miss" >"$TMP/miss.out" 2>"$TMP/miss.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "MISSING PEER: hakmem" "$TMP/miss.err" && ! grep -q '^\[' "$TMP/miss.out"; then
+    echo "PASS bench.runner.missing_library_is_fatal"
+else
+    echo "FAIL bench.runner.missing_library_is_fatal: exit $rc, stderr: $(head -c 300 "$TMP/miss.err")"
+fi
+
+# ---- 4. tiny end-to-end run of the runner (interleaving, strace, CSV, chart) ----
+if [ -f "$MIMALLOC" ] && [ -x /usr/bin/strace ]; then
+    timeout 120 $PY bench/run.py --smoke --reps 2 --allocators glibc,mimalloc \
+        --workloads random_mixed,false_sharing_t2,fragmentation --out-dir "$TMP/e2e" \
+        >"$TMP/e2e.out" 2>"$TMP/e2e.err"
+    rc=$?
+    csv="$TMP/e2e/latest.csv"
+    order=$(grep '^\[ *[0-9]*/' "$TMP/e2e.out" | sed 's/^\[[^]]*\] rep [0-9]* *[^ ]* *\([^ ]*\).*/\1/' | head -4 | tr '\n' ' ')
+    if [ $rc -ne 0 ]; then
+        echo "FAIL bench.runner.end_to_end: exit $rc: $(tail -n 2 "$TMP/e2e.err")"
+    elif [ "$(wc -l <"$csv")" -ne 7 ]; then
+        echo "FAIL bench.runner.end_to_end: latest.csv has $(wc -l <"$csv") lines, want 7"
+    elif [ "$order" != "glibc mimalloc glibc mimalloc " ]; then
+        echo "FAIL bench.runner.end_to_end: runs not interleaved: $order"
+    elif ! grep -q "syscalls_per_op" "$csv" || ! grep -q "cache_line_shares" "$csv"; then
+        echo "FAIL bench.runner.end_to_end: latest.csv lacks syscall or cache-line columns"
+    elif ! grep -q "Geometric mean" "$TMP/e2e.out"; then
+        echo "FAIL bench.runner.end_to_end: no geometric-mean section in the table"
+    elif [ "$(head -c 4 "$TMP/e2e/latest.png" | od -An -c | tr -d ' ')" != "211PNG" ]; then
+        echo "FAIL bench.runner.end_to_end: latest.png is not a PNG"
+    else
+        echo "PASS bench.runner.end_to_end"
+    fi
+else
+    echo "SKIP bench.runner.end_to_end: mimalloc or strace not installed (sh bench/setup.sh)"
+fi
+}
+
+main | tee "$TMP/all.out"
+# non-zero exit status as well when any case failed
+! grep -q '^FAIL' "$TMP/all.out"

@@ -220,6 +220,7 @@ static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
  * cannot go away until the owner has seen it, and heaps are never freed. */
 static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
     hak_heap_t *heap = seg->heap;
+    unsigned cls = page->class_idx;    /* read before the push: after it the page may be gone */
     b->key = (uintptr_t)page;
     uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), desired;
     bool notify;
@@ -235,7 +236,7 @@ static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b
                                                     memory_order_release, memory_order_relaxed));
     }
     hak_heap_t *self = hak_tls_heap;   /* counted by the freeing thread, privately */
-    if (self != &hak_heap_empty && page->class_idx < HAK_CLASS_COUNT) hak_stat_inc(self->st_remote[page->class_idx]);
+    if (self != &hak_heap_empty && cls < HAK_CLASS_COUNT) hak_stat_inc(self->st_remote[cls]);
 }
 
 void hak_heap_process_delayed(hak_heap_t *heap) {

@@ -28,6 +28,8 @@ static hak_option_def_t hak_option_table[] = {
       "ms a free page keeps its memory before madvise(DONTNEED); -1 never" },
     { "HAKMEM_SEGMENT_CACHE", &hak_opt.segment_cache, {16, 4, 0}, 0, 64,
       "free 4 MiB segments kept mapped for reuse" },
+    { "HAKMEM_CACHE_UNPURGED", &hak_opt.cache_unpurged, {16, 1, 0}, 0, 64,
+      "cached segments that keep their memory until the purge delay" },
 };
 #define HAK_OPTION_COUNT (sizeof hak_option_table / sizeof hak_option_table[0])
 

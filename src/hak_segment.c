@@ -23,13 +23,17 @@ static void hak_segment_purge_body(hak_segment_t *seg) {
     hak_os_purge((uint8_t *)seg + hak_os_page_size(), HAK_SEGMENT_SIZE - hak_os_page_size());
 }
 
-/* Purge cached segments whose delay has passed.  Called with the lock held;
- * rare (segment release and allocation only). */
+/* Purge cached segments whose delay has passed, and the oldest ones beyond
+ * hak_opt.cache_unpurged (nothing else would purge them if the program stops
+ * allocating).  Called with the lock held; rare (segment release and
+ * allocation only). */
 static void hak_cache_expire_locked(uint64_t now) {
     if (hak_opt.purge_delay_ms < 0) return;
-    for (size_t i = 0; i < hak_cache_count; i++) {
+    long unpurged = 0;
+    for (size_t i = hak_cache_count; i-- > 0;) {       /* newest first */
         hak_cached_t *c = &hak_cache[i];
-        if (!c->purged && now >= c->since_ms + (uint64_t)hak_opt.purge_delay_ms) {
+        if (c->purged) continue;
+        if (++unpurged > hak_opt.cache_unpurged || now >= c->since_ms + (uint64_t)hak_opt.purge_delay_ms) {
             hak_segment_purge_body(c->seg);
             c->purged = true;
         }
@@ -61,6 +65,10 @@ static void hak_segment_set_slices(hak_segment_t *seg) {
         seg->slice_page[i] = &seg->pages[pi < seg->page_count ? pi : 0];
     }
 }
+
+/* Unpurged free page slots a heap may hold before it purges them all at once,
+ * whatever their age: bounds the memory a thread that stops allocating keeps. */
+#define HAK_PURGE_PENDING_MAX_K 1024
 
 /* Byte range of page slot i (page 0 starts after the header). */
 static uint8_t *hak_page_area(hak_segment_t *seg, hak_page_t *page, size_t *size) {
@@ -170,7 +178,11 @@ void hak_segment_unlock_after_fork(bool child) {
 void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     size_t bsize = hak_class_size(cls), len;
     uint8_t *start = hak_page_area(seg, page, &len);
-    if (page->needs_purge) { page->needs_purge = 0; seg->purge_pending--; }
+    if (page->needs_purge) {
+        page->needs_purge = 0;
+        seg->purge_pending--;
+        seg->heap->purge_pending_bytes_k -= (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
+    }
     page->free = page->local_free = NULL;
     page->used = 0;
     page->class_idx = (uint8_t)cls;
@@ -222,6 +234,7 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     if (seg->used_pages == 0) {
         if (!seg->in_free_list) hak_seglist_push(heap, seg);
         for (unsigned i = 0; i < seg->page_count; i++) seg->pages[i].needs_purge = 0;
+        heap->purge_pending_bytes_k -= (uint32_t)((seg->purge_pending * ((size_t)1 << seg->page_shift)) >> 10);
         seg->purge_pending = 0;
         hak_segment_release(heap, seg);
         return;
@@ -230,10 +243,12 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     if (hak_opt.purge_delay_ms >= 0) {
         page->needs_purge = 1;
         seg->purge_pending++;
+        heap->purge_pending_bytes_k += (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
         page->freed_at_ms = hak_os_now_ms();
         uint64_t due = page->freed_at_ms + (uint64_t)hak_opt.purge_delay_ms;
         if (heap->purge_due_ms == 0 || due < heap->purge_due_ms) heap->purge_due_ms = due;
-        if (hak_opt.purge_delay_ms == 0) hak_segment_purge_due(heap, true);
+        if (hak_opt.purge_delay_ms == 0 || heap->purge_pending_bytes_k > HAK_PURGE_PENDING_MAX_K)
+            hak_segment_purge_due(heap, true);
     }
 }
 
@@ -259,6 +274,7 @@ void hak_segment_purge_due(hak_heap_t *heap, bool force) {
                 hak_os_purge(alo, (size_t)(lo + len - alo));
                 page->needs_purge = 0;
                 seg->purge_pending--;
+                heap->purge_pending_bytes_k -= (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
             }
         }
     }

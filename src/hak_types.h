@@ -193,6 +193,7 @@ typedef struct hak_heap_s {
     hak_segment_list_t segs[HAK_PAGE_KINDS]; /* segments with a free page slot */
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
     uint16_t tag;                          /* region map tag of its segments */
+    uint32_t purge_pending_bytes_k;        /* KiB in free page slots not yet purged */
     /* statistics, written only by the owner (relaxed, no lock prefix) and
      * summed over all heaps by hakmem_stats_get(): no shared cache line */
     _Atomic uint64_t st_slow;                      /* allocations that searched for a page */

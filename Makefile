@@ -1,6 +1,7 @@
 # hakmem build.  Variants (documented in docs/build.md):
 #   make            release: build/libhakmem.so, build/libhakmem.a
 #   make debug      debug:   build/debug/libhakmem.so, .a (-O0 -g, internal consistency checks)
+#   make stats      stats:   build/stats/libhakmem.so (counts every allocation and free per class)
 #   make test       the whole test suite (tests/run_tests.sh), ends with "N passed, N failed"
 #   make bench      the allocator comparison (bench/run.py); QUICK=1 for a short run
 CC      ?= cc
@@ -13,19 +14,27 @@ CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -ftls-model=in
                -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread
 CFLAGS_RELEASE := -O2 -DNDEBUG -g
 CFLAGS_DEBUG   := -O0 -g3 -DHAK_DEBUG=1
+CFLAGS_STATS   := -O2 -g -DNDEBUG -DHAK_STATS_FULL=1
 LDLIBS_LIB := -pthread -ldl
 
 REL_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
 DBG_OBJS := $(patsubst src/%.c,$(BUILD)/debug/obj/%.o,$(SRCS))
+STA_OBJS := $(patsubst src/%.c,$(BUILD)/stats/obj/%.o,$(SRCS))
 
-.PHONY: all release debug test bench clean soak
+.PHONY: all release debug stats test bench clean soak
 all: release
 release: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
 debug: $(BUILD)/debug/libhakmem.so $(BUILD)/debug/libhakmem.a
+stats: $(BUILD)/stats/libhakmem.so
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS_RELEASE) $(EXTRA_CFLAGS) -c $< -o $@
+$(BUILD)/stats/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS_STATS) $(EXTRA_CFLAGS) -c $< -o $@
+$(BUILD)/stats/libhakmem.so: $(STA_OBJS)
+	$(CC) -shared -Wl,-soname,libhakmem.so.0 -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/debug/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS_DEBUG) $(EXTRA_CFLAGS) -c $< -o $@

@@ -61,6 +61,8 @@ typedef struct hakmem_class_stats_s {
     uint64_t pages_peak;     /* highest pages_in_use seen */
     uint64_t refills;        /* slow-path page refills (a new or recycled page) */
     uint64_t remote_frees;   /* frees from a thread other than the owner */
+    uint64_t allocations;    /* stats build only (make stats); 0 in release */
+    uint64_t frees;          /* stats build only; includes remote frees */
 } hakmem_class_stats_t;
 
 typedef struct hakmem_stats_s {
@@ -72,6 +74,8 @@ typedef struct hakmem_stats_s {
     uint64_t slow_allocs;                     /* allocations that left the fast path */
     uint64_t remote_frees;                    /* all remote frees */
     uint64_t rss_peak_bytes;                  /* from getrusage (ru_maxrss) */
+    uint64_t huge_allocations, huge_frees;    /* stats build only */
+    int full_counters;                        /* 1 in the stats build: allocations/frees are counted */
     hakmem_class_stats_t classes[HAKMEM_STATS_CLASSES];
 } hakmem_stats_t;
 

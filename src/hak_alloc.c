@@ -163,7 +163,9 @@ HAK_EXPORT void hakmem_free_aligned_sized(void *p, size_t align, size_t size) {
 
 HAK_EXPORT int hakmem_owns(const void *p) { return hak_segment_of_checked(p) != NULL; }
 HAK_EXPORT const char *hakmem_version(void) { return HAKMEM_VERSION_STRING; }
-const char *hakmem_build_variant_internal(void) { return HAK_DEBUG_ENABLED ? "debug" : "release"; }
+const char *hakmem_build_variant_internal(void) {
+    return HAK_DEBUG_ENABLED ? "debug" : HAK_STATS_FULL_ENABLED ? "stats" : "release";
+}
 HAK_EXPORT const char *hakmem_build_variant(void) { return hakmem_build_variant_internal(); }
 
 HAK_ALIAS(malloc, hakmem_malloc)

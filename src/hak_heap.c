@@ -163,15 +163,17 @@ size_t hak_sweep_abandoned(bool force_purge) {
 }
 
 /* Sum the per-heap counters (a racy snapshot, as any statistics read). */
-void hak_heap_stats_sum(uint64_t *slow, uint64_t *refills, uint64_t *remote) {
-    *slow = 0;
-    memset(refills, 0, HAK_CLASS_COUNT * sizeof *refills);
-    memset(remote, 0, HAK_CLASS_COUNT * sizeof *remote);
+void hak_heap_stats_sum(hak_heap_sums_t *s) {
+    memset(s, 0, sizeof *s);
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
-        *slow += atomic_load_explicit(&h->st_slow, memory_order_relaxed);
-        for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
-            refills[c] += atomic_load_explicit(&h->st_refills[c], memory_order_relaxed);
-            remote[c] += atomic_load_explicit(&h->st_remote[c], memory_order_relaxed);
+        s->slow += atomic_load_explicit(&h->st_slow, memory_order_relaxed);
+        for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
+            if (c < HAK_CLASS_COUNT) {
+                s->refills[c] += atomic_load_explicit(&h->st_refills[c], memory_order_relaxed);
+                s->remote[c] += atomic_load_explicit(&h->st_remote[c], memory_order_relaxed);
+            }
+            s->allocs[c] += atomic_load_explicit(&h->st_allocs[c], memory_order_relaxed);
+            s->frees[c] += atomic_load_explicit(&h->st_frees[c], memory_order_relaxed);
         }
     }
 }

@@ -21,6 +21,13 @@
 #else
 #define HAK_DEBUG_ENABLED 0
 #endif
+/* The stats build (make stats) counts every allocation and free per class
+ * on the fast paths; the release build counts only on slow paths. */
+#ifdef HAK_STATS_FULL
+#define HAK_STATS_FULL_ENABLED 1
+#else
+#define HAK_STATS_FULL_ENABLED 0
+#endif
 
 /* ---- globals (hak_heap.c, hak_segment.c) ---- */
 extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
@@ -88,7 +95,11 @@ extern hak_counters_t hak_counters;
 /* a thread-private counter: a plain load and store, no lock prefix */
 #define hak_stat_inc(field) atomic_store_explicit(&(field), \
         atomic_load_explicit(&(field), memory_order_relaxed) + 1, memory_order_relaxed)
-void hak_heap_stats_sum(uint64_t *slow, uint64_t *refills, uint64_t *remote); /* hak_heap.c */
+typedef struct hak_heap_sums_s {
+    uint64_t slow, refills[HAK_CLASS_COUNT], remote[HAK_CLASS_COUNT];
+    uint64_t allocs[HAK_CLASS_COUNT + 1], frees[HAK_CLASS_COUNT + 1];   /* stats build */
+} hak_heap_sums_t;
+void hak_heap_stats_sum(hak_heap_sums_t *sums);  /* hak_heap.c */
 void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta);
 
 /* ---- process and heap life cycle (hak_heap.c) ---- */
@@ -164,6 +175,7 @@ HAK_INLINE void *hak_malloc_inline(size_t size) {
             page->free = b->next;
             b->key = 0;
             page->used++;
+            if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[page->class_idx]);
             return b;
         }
     }
@@ -182,6 +194,7 @@ HAK_INLINE void hak_free_inline(void *p) {
         if (hak_likely(off < page->local_area && hak_divisible(page, off) &&
                        b->key != (uintptr_t)page)) {
             b->key = (uintptr_t)page;
+            if (HAK_STATS_FULL_ENABLED) hak_stat_inc(hak_tls_heap->st_frees[page->class_idx]);
             b->next = page->local_free;
             page->local_free = b;
             if (hak_unlikely(--page->used == 0)) hak_page_retire(page);

@@ -169,6 +169,7 @@ void *hak_malloc_slow(hak_heap_t *heap, size_t size) {
     }
     if (size > HAK_LARGE_MAX) {
         hak_stat_inc(heap->st_slow);
+        if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[HAK_CLASS_COUNT]);
         return hak_huge_alloc(size, HAK_MIN_ALIGN, false);
     }
     unsigned cls = hak_size_class(size);
@@ -193,6 +194,7 @@ void *hak_malloc_slow(hak_heap_t *heap, size_t size) {
     page->free = b->next;
     b->key = 0;
     page->used++;
+    if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[cls]);
     return b;
 }
 
@@ -277,6 +279,8 @@ void hak_free_slow(void *p) {
     hak_segment_t *seg;
     hak_page_t *page;
     hak_block_t *b = hak_block_of(p, "free()", &seg, &page);
+    if (HAK_STATS_FULL_ENABLED && hak_tls_heap != &hak_heap_empty)
+        hak_stat_inc(hak_tls_heap->st_frees[(page->flags & HAK_PAGE_IS_HUGE) ? HAK_CLASS_COUNT : page->class_idx]);
     if (page->flags & HAK_PAGE_IS_HUGE) { hak_huge_free(seg); return; }
     if (b->key == (uintptr_t)page) hak_fatal("free()", "double free of", p);
     if (seg->heap == hak_tls_heap) hak_free_local(seg->heap, page, b);

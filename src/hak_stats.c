@@ -32,19 +32,23 @@ HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out) {
     out->bytes_mapped_peak = HAK_LOAD(c->bytes_mapped_peak);
     out->heaps_created = HAK_LOAD(c->heaps_created);
     out->heaps_adopted = HAK_LOAD(c->heaps_adopted);
-    static uint64_t refills[HAK_CLASS_COUNT], remote[HAK_CLASS_COUNT];  /* callers are rare */
-    uint64_t slow;
-    hak_heap_stats_sum(&slow, refills, remote);
-    out->slow_allocs = slow;
+    static hak_heap_sums_t sums;   /* too big for some stacks; callers are rare */
+    hak_heap_stats_sum(&sums);
+    out->slow_allocs = sums.slow;
+    out->full_counters = HAK_STATS_FULL_ENABLED;
+    out->huge_allocations = sums.allocs[HAK_CLASS_COUNT];
+    out->huge_frees = sums.frees[HAK_CLASS_COUNT];
     out->rss_peak_bytes = hak_os_rss_peak_bytes();
     for (unsigned i = 0; i < HAK_CLASS_COUNT && i < HAKMEM_STATS_CLASSES; i++) {
         hakmem_class_stats_t *k = &out->classes[i];
         k->block_size = hak_class_size(i);
         k->pages_in_use = HAK_LOAD(c->class_pages[i]);
         k->pages_peak = HAK_LOAD(c->class_pages_peak[i]);
-        k->refills = refills[i];
-        k->remote_frees = remote[i];
-        out->remote_frees += remote[i];
+        k->refills = sums.refills[i];
+        k->remote_frees = sums.remote[i];
+        k->allocations = sums.allocs[i];
+        k->frees = sums.frees[i];
+        out->remote_frees += sums.remote[i];
     }
     return 0;
 }
@@ -52,15 +56,21 @@ HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out) {
 HAK_EXPORT void hakmem_stats_print(void) {
     hakmem_stats_t s;
     hakmem_stats_get(&s);
-    hak_message("hakmem %s statistics\n", HAKMEM_VERSION_STRING);
-    hak_message("hakmem:   class  block_size  pages  pages_peak  refills  remote_frees\n");
+    hak_message("hakmem %s statistics (%s build)\n", HAKMEM_VERSION_STRING, hakmem_build_variant());
+    if (!s.full_counters)
+        hak_message("hakmem:   (allocations and frees per class are counted by the stats build: make stats)\n");
+    hak_message("hakmem:   class  block_size  pages  pages_peak  refills  remote_frees  allocations        frees\n");
     for (unsigned i = 0; i < HAK_CLASS_COUNT; i++) {
         const hakmem_class_stats_t *k = &s.classes[i];
-        if (k->pages_peak == 0 && k->refills == 0 && k->remote_frees == 0) continue;
-        hak_message("hakmem:   %3u  %10zu  %5lu  %10lu  %7lu  %12lu\n", i, k->block_size,
+        if (k->pages_peak == 0 && k->refills == 0 && k->remote_frees == 0 && k->allocations == 0) continue;
+        hak_message("hakmem:   %5u  %10zu  %5lu  %10lu  %7lu  %12lu  %11lu  %11lu\n", i, k->block_size,
                     (unsigned long)k->pages_in_use, (unsigned long)k->pages_peak,
-                    (unsigned long)k->refills, (unsigned long)k->remote_frees);
+                    (unsigned long)k->refills, (unsigned long)k->remote_frees,
+                    (unsigned long)k->allocations, (unsigned long)k->frees);
     }
+    if (s.full_counters)
+        hak_message("hakmem:   huge blocks: %lu allocations, %lu frees\n",
+                    (unsigned long)s.huge_allocations, (unsigned long)s.huge_frees);
     hak_message("hakmem:   segments in use %lu (peak %lu), huge blocks %lu (peak %lu)\n",
                 (unsigned long)s.segments_in_use, (unsigned long)s.segments_peak,
                 (unsigned long)s.huge_in_use, (unsigned long)s.huge_peak);

@@ -199,6 +199,8 @@ typedef struct hak_heap_s {
     _Atomic uint64_t st_slow;                      /* allocations that searched for a page */
     _Atomic uint64_t st_refills[HAK_CLASS_COUNT];  /* fresh pages taken per class */
     _Atomic uint64_t st_remote[HAK_CLASS_COUNT];   /* remote frees this thread made */
+    _Atomic uint64_t st_allocs[HAK_CLASS_COUNT + 1]; /* stats build only; [HAK_CLASS_COUNT]: huge */
+    _Atomic uint64_t st_frees[HAK_CLASS_COUNT + 1];
     uint32_t pages_retired;
 } hak_heap_t;
 

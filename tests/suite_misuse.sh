@@ -58,4 +58,18 @@ expect options.override_profile "$REL_SO" ok 0 "HAKMEM_SEGMENT_CACHE=7 " HAKMEM_
 expect stats.at_exit  "$REL_SO" ok 0 "^hakmem: +OS calls: mmap [0-9]+, munmap [0-9]+, madvise [0-9]+, mremap [0-9]+" HAKMEM_STATS=1
 expect stats.classes  "$REL_SO" ok 0 "^hakmem: +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[1-9][0-9]*" HAKMEM_STATS=1
 expect stats.peak_rss "$REL_SO" ok 0 "peak RSS [1-9][0-9]* KiB" HAKMEM_STATS=1
+expect stats.release_says_where_counts_are "$REL_SO" ok 0 "counted by the stats build" HAKMEM_STATS=1
+# the stats build counts every allocation and free: test_misuse "ok" makes
+# 1000 malloc/free pairs of sizes 1..6994, so the totals must reach 1000
+STA_SO=$ROOT/build/stats/libhakmem.so
+if need stats.full_counts "$STA_SO"; then
+    out=$(HAKMEM_STATS=1 LD_PRELOAD="$STA_SO" "$BIN" ok 2>&1)
+    sums=$(awk '/^hakmem: +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+$/ {a += $8; f += $9} END {print a+0, f+0}' <<<"$out")
+    read -r allocs frees <<<"$sums"
+    if grep -q "statistics (stats build)" <<<"$out" && ((allocs >= 1000 && frees >= 1000)); then
+        pass stats.full_counts
+    else
+        fail stats.full_counts "allocations $allocs frees $frees: $(head -c 300 <<<"$out")"
+    fi
+fi
 exit $SUITE_STATUS

@@ -92,3 +92,6 @@ test:
 .SECONDEXPANSION:
 test-run: release debug $$(TEST_DEPS) $$(TEST_BINS)
 	bash tests/run_tests.sh
+
+# the stats build and the misuse test (suite_misuse.sh)
+TEST_DEPS += $(BUILD)/stats/libhakmem.so $(TEST_OUT)/test_misuse

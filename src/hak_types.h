@@ -135,8 +135,7 @@ typedef struct hak_page_s {
     struct hak_page_s *next, *prev;  /* class queue or full queue */
     uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
     uint8_t  needs_purge;            /* slot free and memory not yet returned */
-    uint8_t  is_zero;                /* fresh memory from the OS: carved blocks are zero */
-} hak_page_t;
+} __attribute__((aligned(64))) hak_page_t;  /* hot fields share one cache line */
 
 /* hak_segment_t -- header at the start of every 4 MiB-aligned segment.
  * Invariants:

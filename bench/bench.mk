@@ -1,5 +1,5 @@
 # bench/bench.mk -- benchmark workloads and `make bench` (included by ../Makefile).
-#   make bench            full comparison (5 interleaved repetitions, ~15 min)
+#   make bench            full comparison (5 interleaved repetitions, ~6 min)
 #   make bench QUICK=1    short comparison (3 repetitions, < 3 min)
 #   make bench-bins       only build the workload programs into $(BUILD)/bench/
 # Workloads are plain C programs calling malloc/free; every allocator runs the

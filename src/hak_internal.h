@@ -54,6 +54,7 @@ typedef struct hak_options_s {
     long purge_delay_ms;     /* -1: never purge free pages; 0: at once */
     long segment_cache;      /* free segments kept mapped per process */
     long cache_unpurged;     /* of those, how many may keep their memory */
+    long purge_budget_kb;    /* unpurged free page slots a heap may hold; -1 unlimited */
     long crash_handler;      /* report SIGSEGV/SIGBUS inside hakmem */
 } hak_options_t;
 extern hak_options_t hak_opt;

@@ -66,10 +66,6 @@ static void hak_segment_set_slices(hak_segment_t *seg) {
     }
 }
 
-/* Unpurged free page slots a heap may hold before it purges them all at once,
- * whatever their age: bounds the memory a thread that stops allocating keeps. */
-#define HAK_PURGE_PENDING_MAX_K 1024
-
 /* Byte range of page slot i (page 0 starts after the header). */
 static uint8_t *hak_page_area(hak_segment_t *seg, hak_page_t *page, size_t *size) {
     size_t i = (size_t)(page - seg->pages);
@@ -247,7 +243,10 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
         page->freed_at_ms = hak_os_now_ms();
         uint64_t due = page->freed_at_ms + (uint64_t)hak_opt.purge_delay_ms;
         if (heap->purge_due_ms == 0 || due < heap->purge_due_ms) heap->purge_due_ms = due;
-        if (hak_opt.purge_delay_ms == 0 || heap->purge_pending_bytes_k > HAK_PURGE_PENDING_MAX_K)
+        /* The budget bounds what a thread that stops allocating keeps:
+         * nothing else would purge its free slots. */
+        if (hak_opt.purge_delay_ms == 0 ||
+            (hak_opt.purge_budget_kb >= 0 && heap->purge_pending_bytes_k > (uint64_t)hak_opt.purge_budget_kb))
             hak_segment_purge_due(heap, true);
     }
 }

@@ -151,17 +151,23 @@ HAK_INLINE uint16_t hak_segmap_get(const void *p) {
     uintptr_t idx = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
     return atomic_load_explicit(&hak_segmap[idx], memory_order_relaxed);
 }
-/* offset % block_size == 0, for offset < 2^32 (Lemire's divisibility test). */
-HAK_INLINE bool hak_divisible(const hak_page_t *page, size_t offset) {
-    return offset * page->div_magic <= page->div_limit;
+/* One multiply and one compare: is offset (from page->start) the start of a
+ * carved block, on a page without flags?  A variant of Lemire's
+ * divisibility test whose bound also encodes the block count. */
+HAK_INLINE bool hak_local_block(const hak_page_t *page, size_t offset) {
+    return offset * page->div_magic < page->local_limit;
 }
 /* flags and capacity are written by the owner and read by remote
  * freers validating a pointer: relaxed atomics (plain moves on x86). */
 #define HAK_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define HAK_SET_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
+    uint32_t cap = HAK_RELAXED(page->capacity);
+    page->local_limit = (HAK_RELAXED(page->flags) || cap == 0) ? 0 : (uint64_t)(cap - 1) * page->div_step + 1;
+}
 HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
     HAK_SET_RELAXED(page->flags, flags);
-    page->local_area = flags ? 0 : page->area;
+    hak_page_update_limit(page);
 }
 
 /* ---- the fast paths ---- */
@@ -192,8 +198,7 @@ HAK_INLINE void hak_free_inline(void *p) {
         hak_page_t *page = hak_page_of(hak_segment_of(p), p);
         hak_block_t *b = (hak_block_t *)p;
         size_t off = (uintptr_t)p - (uintptr_t)page->start;
-        if (hak_likely(off < page->local_area && hak_divisible(page, off) &&
-                       b->key != (uintptr_t)page)) {
+        if (hak_likely(hak_local_block(page, off) && b->key != (uintptr_t)page)) {
             b->key = (uintptr_t)page;
             if (HAK_STATS_FULL_ENABLED) hak_stat_inc(hak_tls_heap->st_frees[page->class_idx]);
             b->next = page->local_free;

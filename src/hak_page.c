@@ -97,6 +97,7 @@ static void hak_page_extend(hak_page_t *page) {
     ((hak_block_t *)(first + (size_t)(n - 1) * bsize))->next = page->free;
     page->free = (hak_block_t *)first;
     HAK_SET_RELAXED(page->capacity, page->capacity + n);
+    hak_page_update_limit(page);
 }
 
 /* A page with nothing to hand out moves to heap->full, asking remote freers
@@ -268,7 +269,7 @@ void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_p
         return (void *)p;
     }
     if (off >= (size_t)page->capacity * page->block_size) hak_fatal(op, "invalid pointer (not a block)", p);
-    if (hak_divisible(page, off)) return (void *)p;
+    if (off % page->block_size == 0) return (void *)p;
     if (!(page->flags & HAK_PAGE_HAS_ALIGNED)) hak_fatal(op, "invalid pointer (inside a block)", p);
     return hak_page_block_start(page, p);
 }

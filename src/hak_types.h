@@ -110,7 +110,11 @@ struct hak_segment_s;
  *    segment); then it is in no queue.
  *  - IN_FULL set  <=>  the page is in heap->full; then free == local_free == NULL
  *    was true when it was moved there, and NOTIFY was set in xthread_free.
- *  - local_area == (flags ? 0 : area): set only through hak_page_set_flags.
+ *  - local_limit == (flags ? 0 : (capacity - 1) * div_step + 1), kept by
+ *    hak_page_update_limit: then for any offset o from start,
+ *    o * div_magic (mod 2^64) < local_limit  <=>  o is the start of one of the
+ *    capacity carved blocks (checked for all classes, offsets within the
+ *    segment and the header below start: docs/design.md).
  *  - Only the owning heap's thread touches anything but xthread_free.
  */
 typedef struct hak_page_s {
@@ -123,9 +127,9 @@ typedef struct hak_page_s {
     uint8_t  kind;                   /* hak_page_kind_t */
     uint8_t  in_use;
     uint8_t *start;                  /* first block */
-    size_t   local_area;             /* area when flags == 0, else 0: free's one range check (owner only) */
-    uint64_t div_magic;              /* ceil(2^64 / block_size): offset % size == 0 test */
-    uint64_t div_limit;              /* div_magic - 1 */
+    uint64_t div_magic;              /* floor(2^64 / block_size) + 1 */
+    uint64_t local_limit;            /* see above; 0 sends every free to the slow path (owner only) */
+    uint64_t div_step;               /* div_magic * block_size mod 2^64 */
     size_t   block_size;
     size_t   area;                   /* reserved * block_size: valid offsets from start */
     /* warm: slow paths */

@@ -73,6 +73,7 @@ typedef struct hakmem_stats_s {
     uint64_t heaps_created, heaps_adopted;    /* thread heaps made fresh / reused */
     uint64_t slow_allocs;                     /* allocations that left the fast path */
     uint64_t remote_frees;                    /* all remote frees */
+    uint64_t remote_free_retries;             /* CAS retries in remote frees: contention */
     uint64_t rss_peak_bytes;                  /* from getrusage (ru_maxrss) */
     uint64_t huge_allocations, huge_frees;    /* stats build only */
     int full_counters;                        /* 1 in the stats build: allocations/frees are counted */

@@ -167,6 +167,7 @@ void hak_heap_stats_sum(hak_heap_sums_t *s) {
     memset(s, 0, sizeof *s);
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
         s->slow += atomic_load_explicit(&h->st_slow, memory_order_relaxed);
+        s->cas_retries += atomic_load_explicit(&h->st_cas_retries, memory_order_relaxed);
         for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
             if (c < HAK_CLASS_COUNT) {
                 s->refills[c] += atomic_load_explicit(&h->st_refills[c], memory_order_relaxed);

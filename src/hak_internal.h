@@ -97,7 +97,7 @@ extern hak_counters_t hak_counters;
 #define hak_stat_inc(field) atomic_store_explicit(&(field), \
         atomic_load_explicit(&(field), memory_order_relaxed) + 1, memory_order_relaxed)
 typedef struct hak_heap_sums_s {
-    uint64_t slow, refills[HAK_CLASS_COUNT], remote[HAK_CLASS_COUNT];
+    uint64_t slow, cas_retries, refills[HAK_CLASS_COUNT], remote[HAK_CLASS_COUNT];
     uint64_t allocs[HAK_CLASS_COUNT + 1], frees[HAK_CLASS_COUNT + 1];   /* stats build */
 } hak_heap_sums_t;
 void hak_heap_stats_sum(hak_heap_sums_t *sums);  /* hak_heap.c */

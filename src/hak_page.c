@@ -227,19 +227,34 @@ static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b
     b->key = (uintptr_t)page;
     uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), desired;
     bool notify;
-    do {
+    unsigned retries = 0;
+    for (;;) {
         notify = (tf & HAK_TF_NOTIFY) != 0;
         if (notify) desired = tf & ~HAK_TF_NOTIFY;
         else { b->next = (hak_block_t *)tf; desired = (uintptr_t)b; }
-    } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, desired,
-                                                    memory_order_release, memory_order_relaxed));
+        if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, desired,
+                                                  memory_order_release, memory_order_relaxed)) break;
+        retries++;
+    }
     if (notify) {
         hak_block_t *head = atomic_load_explicit(&heap->xdelayed, memory_order_relaxed);
         do { b->next = head; } while (!atomic_compare_exchange_weak_explicit(&heap->xdelayed, &head, b,
                                                     memory_order_release, memory_order_relaxed));
     }
-    hak_heap_t *self = hak_tls_heap;   /* counted by the freeing thread, privately */
-    if (self != &hak_heap_empty && cls < HAK_CLASS_COUNT) hak_stat_inc(self->st_remote[cls]);
+    /* Counted by the freeing thread in its own heap (no shared line); a
+     * thread that never allocated has none, and counts into the owner's
+     * heap with an atomic add instead (heaps are never freed). */
+    hak_heap_t *self = hak_tls_heap;
+    if (cls >= HAK_CLASS_COUNT) return;
+    if (self != &hak_heap_empty) {
+        hak_stat_inc(self->st_remote[cls]);
+        if (retries)
+            atomic_store_explicit(&self->st_cas_retries,
+                atomic_load_explicit(&self->st_cas_retries, memory_order_relaxed) + retries, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&heap->st_remote[cls], 1, memory_order_relaxed);
+        if (retries) atomic_fetch_add_explicit(&heap->st_cas_retries, retries, memory_order_relaxed);
+    }
 }
 
 void hak_heap_process_delayed(hak_heap_t *heap) {

@@ -35,6 +35,7 @@ HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out) {
     static hak_heap_sums_t sums;   /* too big for some stacks; callers are rare */
     hak_heap_stats_sum(&sums);
     out->slow_allocs = sums.slow;
+    out->remote_free_retries = sums.cas_retries;
     out->full_counters = HAK_STATS_FULL_ENABLED;
     out->huge_allocations = sums.allocs[HAK_CLASS_COUNT];
     out->huge_frees = sums.frees[HAK_CLASS_COUNT];
@@ -74,9 +75,10 @@ HAK_EXPORT void hakmem_stats_print(void) {
     hak_message("hakmem:   segments in use %lu (peak %lu), huge blocks %lu (peak %lu)\n",
                 (unsigned long)s.segments_in_use, (unsigned long)s.segments_peak,
                 (unsigned long)s.huge_in_use, (unsigned long)s.huge_peak);
-    hak_message("hakmem:   heaps created %lu, adopted %lu; slow allocations %lu; remote frees %lu\n",
+    hak_message("hakmem:   heaps created %lu, adopted %lu; slow allocations %lu; remote frees %lu (CAS retries %lu)\n",
                 (unsigned long)s.heaps_created, (unsigned long)s.heaps_adopted,
-                (unsigned long)s.slow_allocs, (unsigned long)s.remote_frees);
+                (unsigned long)s.slow_allocs, (unsigned long)s.remote_frees,
+                (unsigned long)s.remote_free_retries);
     hak_message("hakmem:   OS calls: mmap %lu, munmap %lu, madvise %lu, mremap %lu\n",
                 (unsigned long)s.mmap_calls, (unsigned long)s.munmap_calls,
                 (unsigned long)s.madvise_calls, (unsigned long)s.mremap_calls);

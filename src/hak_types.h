@@ -197,9 +197,11 @@ typedef struct hak_heap_s {
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
     uint16_t tag;                          /* region map tag of its segments */
     uint32_t purge_pending_bytes_k;        /* KiB in free page slots not yet purged */
-    /* statistics, written only by the owner (relaxed, no lock prefix) and
-     * summed over all heaps by hakmem_stats_get(): no shared cache line */
+    /* statistics, written by the owner (relaxed, no lock prefix; threads
+     * without a heap add atomically to st_remote/st_cas_retries of the block's
+     * heap) and summed over all heaps by hakmem_stats_get() */
     _Atomic uint64_t st_slow;                      /* allocations that searched for a page */
+    _Atomic uint64_t st_cas_retries;               /* failed CASes in this thread's remote frees */
     _Atomic uint64_t st_refills[HAK_CLASS_COUNT];  /* fresh pages taken per class */
     _Atomic uint64_t st_remote[HAK_CLASS_COUNT];   /* remote frees this thread made */
     _Atomic uint64_t st_allocs[HAK_CLASS_COUNT + 1]; /* stats build only; [HAK_CLASS_COUNT]: huge */

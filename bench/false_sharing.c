@@ -14,6 +14,10 @@
  *       different workers (0 means no passive false sharing is possible);
  *   shared_objects    = number of objects that share at least one cache line
  *       with an object of another worker.
+ *   thread_line_shares = the same count for objects that the workers
+ *       allocate themselves, interleaved in time (batches of 8 between
+ *       barriers): 0 means the allocator never puts small blocks of two
+ *       threads on one cache line (active false sharing).  Not timed.
  */
 #include "bench_common.h"
 #include <pthread.h>
@@ -34,10 +38,12 @@ typedef struct worker_s {
     obj_t *objs; /* this worker's objects */
     long nobj;
     uint64_t sum;
+    int id;
+    obj_t *own;  /* objects this worker allocates itself (active phase) */
 } worker_t;
 
 static long g_writes;
-static pthread_barrier_t g_start;
+static pthread_barrier_t g_start, g_step;
 
 static void *worker(void *arg)
 {
@@ -53,6 +59,18 @@ static void *worker(void *arg)
     for (i = 0; i < w->nobj; i++) {
         w->sum += bench_read(w->objs[i].p, w->objs[i].n);
         free(w->objs[i].p);
+    }
+    /* active phase: allocate own objects in lock-step batches with the others */
+    bench_rng_t rng;
+    bench_rng_seed(&rng, 1000u + (uint64_t)w->id);
+    for (i = 0; i < w->nobj; i++) {
+        if (i % 8 == 0)
+            pthread_barrier_wait(&g_step);
+        size_t n = (size_t)bench_rng_range(&rng, 16, 64);
+        w->own[i].p = bench_xmalloc(n);
+        w->own[i].n = n;
+        w->own[i].owner = w->id;
+        memset(w->own[i].p, 0x22, n);
     }
     return NULL;
 }
@@ -140,9 +158,12 @@ int main(int argc, char **argv)
         bench_sample_owned(all[i].p);
     shares = count_shares(all, total, &shared_objects);
     /* group each worker's objects contiguously in `mine` */
+    obj_t *own = bench_xmalloc(sizeof *own * (size_t)total);
     for (t = 0; t < threads; t++) {
         w[t].objs = &mine[t * per];
         w[t].nobj = 0;
+        w[t].id = t;
+        w[t].own = &own[t * per];
     }
     for (i = 0; i < total; i++) {
         worker_t *o = &w[all[i].owner];
@@ -150,6 +171,7 @@ int main(int argc, char **argv)
     }
 
     pthread_barrier_init(&g_start, NULL, (unsigned)threads + 1);
+    pthread_barrier_init(&g_step, NULL, (unsigned)threads);
     for (t = 0; t < threads; t++)
         if (pthread_create(&tid[t], NULL, worker, &w[t]) != 0)
             bench_die("pthread_create failed");
@@ -161,13 +183,20 @@ int main(int argc, char **argv)
     }
     t1 = bench_now();
     pthread_barrier_destroy(&g_start);
+    pthread_barrier_destroy(&g_step);
+    long thread_shared_objects = 0;
+    uint64_t thread_shares = count_shares(own, total, &thread_shared_objects);
+    for (i = 0; i < total; i++)
+        free(own[i].p);
+    free(own);
 
     free(all);
     free(mine);
     free(w);
     free(tid);
     bench_result("false_sharing", threads, (uint64_t)total * (uint64_t)g_writes, t1 - t0,
-                 "objects=%ld cache_line_shares=%llu shared_objects=%ld checksum=%llu", total,
-                 (unsigned long long)shares, shared_objects, (unsigned long long)(sum & 0xffff));
+                 "objects=%ld cache_line_shares=%llu shared_objects=%ld thread_line_shares=%llu checksum=%llu",
+                 total, (unsigned long long)shares, shared_objects, (unsigned long long)thread_shares,
+                 (unsigned long long)(sum & 0xffff));
     return 0;
 }

@@ -205,7 +205,7 @@ def summarize(runs, allocs, workloads, sysc):
                 row["median_ops_per_sec"] = stats.median(tput)
                 row["cv"] = stats.cv(tput)
                 row["peak_rss_kb"] = stats.median([f.get("peak_rss_kb", 0) for f in ok])
-                for key in ("cache_line_shares", "shared_objects", "rss_after_free_kb",
+                for key in ("cache_line_shares", "shared_objects", "thread_line_shares", "rss_after_free_kb",
                             "rss_after_sleep_kb", "rss_refill_kb"):
                     vals = [f[key] for f in ok if isinstance(f.get(key), (int, float))]
                     if vals:
@@ -233,6 +233,8 @@ def notes_for(row):
     n = []
     if "cache_line_shares" in row:
         n.append("line_shares=%d" % row["cache_line_shares"])
+    if "thread_line_shares" in row:
+        n.append("thread_line_shares=%d" % row["thread_line_shares"])
     if "rss_after_free_kb" in row:
         n.append("after_free=%.1fM after_sleep=%.1fM" % (row["rss_after_free_kb"] / 1024.0,
                                                          row.get("rss_after_sleep_kb", 0) / 1024.0))

@@ -60,6 +60,12 @@ void *hak_realloc(void *p, size_t size) {
         }
     }
     if (size <= usable && size >= usable / 2) return p;
+    if (size > usable && size <= HAK_LARGE_MAX && page->kind == HAK_PAGE_LARGE && page->flags == 0 &&
+        block == page->start && page->used == 1 && seg->heap == hak_tls_heap &&
+        hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE) {
+        hak_page_reclass(seg->heap, page, hak_size_class(size));   /* grow in place */
+        return p;
+    }
     void *q = hak_malloc_inline(size);
     if (!q) return NULL;
     memcpy(q, p, size < usable ? size : usable);

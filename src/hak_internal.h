@@ -136,6 +136,8 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero);
 void  hak_huge_free(hak_segment_t *seg);
 void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size);
 void  hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls);
+void  hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls);
+void  hak_queue_push_back(hak_heap_t *heap, hak_page_t *page);
 
 /* ---- page lookup ---- */
 HAK_INLINE hak_segment_t *hak_segment_of(const void *p) {

@@ -45,6 +45,8 @@ static void hak_queue_push(hak_heap_t *heap, hak_page_t *page, bool front) {
     }
 }
 
+void hak_queue_push_back(hak_heap_t *heap, hak_page_t *page) { hak_queue_push(heap, page, false); }
+
 /* ---- consistency (debug build) ---- */
 
 void hak_page_check(const hak_page_t *page) {
@@ -122,12 +124,16 @@ void hak_page_unfull(hak_heap_t *heap, hak_page_t *page) {
     hak_queue_push(heap, page, false);
 }
 
-/* A page whose blocks all came back.  Keep it if it is its class's only page
- * (avoids map/unmap ping-pong), else give the slot back to its segment. */
+/* A page whose blocks all came back.  A small page (64 KiB) stays if it is
+ * its class's only page (no ping-pong of page setup for a block that is
+ * allocated and freed in a loop); anything else gives its slot back to the
+ * segment, where the purge delay and budget apply -- a retained empty large
+ * page would hold up to 4 MiB that nothing purges. */
 void hak_page_retire(hak_page_t *page) {
     hak_heap_t *heap = hak_segment_of(page)->heap;
     hak_page_queue_t *q = &heap->queues[page->class_idx];
-    if (!(page->flags & HAK_PAGE_IN_FULL) && q->first == page && page->next == NULL) return;
+    if (!(page->flags & HAK_PAGE_IN_FULL) && page->kind == HAK_PAGE_SMALL &&
+        q->first == page && page->next == NULL) return;
     hak_queue_remove(heap, page);
     hak_segment_page_free(heap, page);
 }
@@ -275,7 +281,7 @@ void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_p
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (!seg) hak_fatal(op, "invalid pointer (not allocated by hakmem)", p);
     hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
-    if (!page->in_use) hak_fatal(op, "invalid pointer (in a free page)", p);
+    if (!page->in_use) hak_fatal(op, "double free or stale pointer (its page was already released)", p);
     *seg_out = seg;
     *page_out = page;
     size_t off = (uintptr_t)p - (uintptr_t)page->start;

@@ -198,6 +198,22 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     page->next = page->prev = NULL;
 }
 
+/* Give a large page whose only live block is its first one a larger class,
+ * in place: the block keeps its address and grows into the page's free space
+ * (realloc of a growing large buffer: no new page, no copy).  The caller
+ * checked: owner thread, kind LARGE, no flags, used == 1, block == start. */
+void hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
+    hak_queue_remove(heap, page);
+    hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
+    hak_segment_t *seg = hak_segment_of(page);
+    hak_segment_init_page(seg, page, cls);   /* capacity 0, used 0, empty lists */
+    HAK_SET_RELAXED(page->capacity, 1);      /* block 0 is the caller's */
+    page->used = 1;
+    hak_page_update_limit(page);
+    hak_queue_push_back(heap, page);
+    hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
+}
+
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     hak_page_kind_t kind = hak_class_kind(cls);
     hak_segment_t *seg = heap->segs[kind].first;

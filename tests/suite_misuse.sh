@@ -30,7 +30,7 @@ for v in release debug; do
     so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO
     expect misuse.$v.double_free        "$so" double_free        $ABRT "^hakmem: free\(\): double free of $P"
     expect misuse.$v.double_free_remote "$so" double_free_remote $ABRT "^hakmem: free\(\): double free of $P"
-    expect misuse.$v.double_free_large  "$so" double_free_large  $ABRT "^hakmem: free\(\): double free of $P"
+    expect misuse.$v.double_free_large  "$so" double_free_large  $ABRT "^hakmem: free\(\): double free (of|or stale pointer \(its page was already released\)) $P"
     expect misuse.$v.foreign_stack      "$so" foreign_stack      $ABRT "^hakmem: free\(\): invalid pointer \(not allocated by hakmem\) $P"
     expect misuse.$v.foreign_static     "$so" foreign_static     $ABRT "^hakmem: free\(\): invalid pointer \(not allocated by hakmem\) $P"
     expect misuse.$v.interior           "$so" interior           $ABRT "^hakmem: free\(\): invalid pointer \(inside a block\) $P"

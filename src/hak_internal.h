@@ -121,6 +121,8 @@ void  hak_queue_set_direct(hak_heap_t *heap, unsigned cls);
 void  hak_queue_remove(hak_heap_t *heap, hak_page_t *page);
 void  hak_page_unfull(hak_heap_t *heap, hak_page_t *page);
 void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_page_t **page_out);
+void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out,
+                   hak_segment_t **seg_out);
 void  hak_page_check(const hak_page_t *page);   /* HAK_DEBUG consistency check */
 void *hak_page_block_start(const hak_page_t *page, const void *p);
 
@@ -165,7 +167,9 @@ HAK_INLINE bool hak_local_block(const hak_page_t *page, size_t offset) {
 #define HAK_SET_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
     uint32_t cap = HAK_RELAXED(page->capacity);
-    page->local_limit = (HAK_RELAXED(page->flags) || cap == 0) ? 0 : (uint64_t)(cap - 1) * page->div_step + 1;
+    uint64_t carved = cap == 0 ? 0 : (uint64_t)(cap - 1) * page->div_step + 1;
+    HAK_SET_RELAXED(page->carved_limit, carved);
+    page->local_limit = HAK_RELAXED(page->flags) ? 0 : carved;
 }
 HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
     HAK_SET_RELAXED(page->flags, flags);

@@ -280,6 +280,12 @@ void hak_heap_process_delayed(hak_heap_t *heap) {
 void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_page_t **page_out) {
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (!seg) hak_fatal(op, "invalid pointer (not allocated by hakmem)", p);
+    return hak_block_in(seg, p, op, page_out, seg_out);
+}
+
+/* hak_block_of for a pointer whose segment is known. */
+void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out,
+                   hak_segment_t **seg_out) {
     hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
     if (!page->in_use) hak_fatal(op, "double free or stale pointer (its page was already released)", p);
     *seg_out = seg;
@@ -289,18 +295,37 @@ void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_p
         if (off != 0) hak_fatal(op, "invalid pointer (inside a huge block)", p);
         return (void *)p;
     }
-    if (off >= (size_t)page->capacity * page->block_size) hak_fatal(op, "invalid pointer (not a block)", p);
-    if (off % page->block_size == 0) return (void *)p;
+    uint32_t cap = HAK_RELAXED(page->capacity);
+    if (off >= (size_t)cap * page->block_size) hak_fatal(op, "invalid pointer (not a block)", p);
+    /* a carved block's start: the fast path's test without the flags (no division) */
+    if (off * page->div_magic < HAK_RELAXED(page->carved_limit)) return (void *)p;
     if (!(page->flags & HAK_PAGE_HAS_ALIGNED)) hak_fatal(op, "invalid pointer (inside a block)", p);
     return hak_page_block_start(page, p);
 }
 
 void hak_free_slow(void *p) {
+    /* The common slow case first: a remote free of a valid block in a heap's
+     * segment -- the fast path's checks against the page's carved blocks. */
+    uint16_t tag = hak_segmap_get(p);
+    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
+        hak_segment_t *seg = hak_segment_of(p);
+        hak_page_t *page = hak_page_of(seg, p);
+        hak_block_t *b = (hak_block_t *)p;
+        size_t off = (uintptr_t)p - (uintptr_t)page->start;
+        if (off * page->div_magic < HAK_RELAXED(page->carved_limit) && b->key != (uintptr_t)page &&
+            seg->heap != hak_tls_heap && !HAK_STATS_FULL_ENABLED) {
+            hak_free_remote(seg, page, b);
+            return;
+        }
+    }
     if (p == NULL) return;
-    if (hak_unlikely(!hak_segment_of_checked(p)) && hak_foreign_free(p)) return;
-    hak_segment_t *seg;
+    hak_segment_t *seg = hak_segment_of_checked(p);
+    if (hak_unlikely(!seg)) {
+        if (hak_foreign_free(p)) return;
+        hak_fatal("free()", "invalid pointer (not allocated by hakmem)", p);
+    }
     hak_page_t *page;
-    hak_block_t *b = hak_block_of(p, "free()", &seg, &page);
+    hak_block_t *b = hak_block_in(seg, p, "free()", &page, &seg);
     if (HAK_STATS_FULL_ENABLED && hak_tls_heap != &hak_heap_empty)
         hak_stat_inc(hak_tls_heap->st_frees[(page->flags & HAK_PAGE_IS_HUGE) ? HAK_CLASS_COUNT : page->class_idx]);
     if (page->flags & HAK_PAGE_IS_HUGE) { hak_huge_free(seg); return; }

@@ -243,6 +243,7 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     page->in_use = 0;
     page->free = page->local_free = NULL;
     page->used = 0;
+    HAK_SET_RELAXED(page->capacity, 0);   /* no block of a released slot passes a free check */
     hak_page_set_flags(page, 0);
     seg->used_pages--;
     if (seg->used_pages == 0) {

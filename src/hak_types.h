@@ -130,6 +130,8 @@ typedef struct hak_page_s {
     uint64_t div_magic;              /* floor(2^64 / block_size) + 1 */
     uint64_t local_limit;            /* see above; 0 sends every free to the slow path (owner only) */
     uint64_t div_step;               /* div_magic * block_size mod 2^64 */
+    _Atomic uint64_t carved_limit;   /* (capacity - 1) * div_step + 1, or 0: the same test
+                                        without flags, for remote frees */
     size_t   block_size;
     size_t   area;                   /* reserved * block_size: valid offsets from start */
     /* warm: slow paths */

@@ -225,9 +225,14 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
             hak_seglist_push(heap, seg);
         }
     }
+    /* Prefer a free slot whose memory is still committed (not yet purged):
+     * reusing it touches no new memory and saves the page faults. */
     hak_page_t *page = NULL;
     for (unsigned i = 0; i < seg->page_count; i++) {
-        if (!seg->pages[i].in_use) { page = &seg->pages[i]; break; }
+        hak_page_t *pg = &seg->pages[i];
+        if (pg->in_use) continue;
+        if (pg->needs_purge) { page = pg; break; }
+        if (!page) page = pg;
     }
     if (HAK_DEBUG_ENABLED && !page) hak_fatal("hak_segment_page_alloc", "segment in free list has no free page", seg);
     seg->used_pages++;

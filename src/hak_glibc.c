@@ -28,8 +28,7 @@ static struct mallinfo2 hak_mallinfo2(void) {
     for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
         size_t pages = atomic_load_explicit(&hak_counters.class_pages[c], memory_order_relaxed);
         hak_page_kind_t k = hak_class_kind(c);
-        in_pages += pages << (k == HAK_PAGE_SMALL ? HAK_SMALL_PAGE_SHIFT
-                              : k == HAK_PAGE_MEDIUM ? HAK_MEDIUM_PAGE_SHIFT : HAK_LARGE_PAGE_SHIFT);
+        in_pages += pages << hak_kind_shift(k);
     }
     size_t segs = atomic_load_explicit(&hak_counters.segments_in_use, memory_order_relaxed);
     size_t mapped = atomic_load_explicit(&hak_counters.bytes_mapped, memory_order_relaxed);

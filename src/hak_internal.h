@@ -45,6 +45,7 @@ HAK_INLINE unsigned hak_size_class(size_t size) {
     return 8u + (k - 7u) * 8u + (unsigned)((s >> (k - 3)) & 7u);
 }
 hak_page_kind_t hak_class_kind(unsigned cls);
+unsigned hak_kind_shift(hak_page_kind_t kind);   /* log2 of the page size */
 
 /* ---- options (hak_options.c) ---- */
 typedef struct hak_options_s {

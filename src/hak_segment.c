@@ -95,8 +95,7 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, hak_page_kind_t kind) 
         seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
         if (!seg) return NULL;
     }
-    unsigned shift = kind == HAK_PAGE_SMALL ? HAK_SMALL_PAGE_SHIFT
-                   : kind == HAK_PAGE_MEDIUM ? HAK_MEDIUM_PAGE_SHIFT : HAK_LARGE_PAGE_SHIFT;
+    unsigned shift = hak_kind_shift(kind);
     unsigned count = 1u << (HAK_SEGMENT_SHIFT - shift);
     memset(seg, 0, hak_segment_header_size(count));
     seg->heap = heap;

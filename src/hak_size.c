@@ -16,6 +16,13 @@ size_t hak_class_size(unsigned cls) {
 hak_page_kind_t hak_class_kind(unsigned cls) {
     size_t s = hak_class_size(cls);
     if (s <= HAK_SMALL_MAX) return HAK_PAGE_SMALL;
+    if (s <= 2 * HAK_SMALL_MAX) return HAK_PAGE_MEDIUM1;
+    if (s <= 4 * HAK_SMALL_MAX) return HAK_PAGE_MEDIUM2;
     if (s <= HAK_MEDIUM_MAX) return HAK_PAGE_MEDIUM;
     return HAK_PAGE_LARGE;
+}
+
+unsigned hak_kind_shift(hak_page_kind_t kind) {
+    static const uint8_t shift[HAK_PAGE_KINDS + 1] = { 16, 17, 18, 19, 22, 22 };
+    return shift[kind];
 }

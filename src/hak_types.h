@@ -46,9 +46,7 @@
 #define HAK_SEGMENT_SHIFT 22                        /* 4 MiB segments */
 #define HAK_SEGMENT_SIZE  ((size_t)1 << HAK_SEGMENT_SHIFT)
 #define HAK_SEGMENT_MASK  (HAK_SEGMENT_SIZE - 1)
-#define HAK_SMALL_PAGE_SHIFT  16                    /* 64 KiB, 64 per segment */
-#define HAK_MEDIUM_PAGE_SHIFT 19                    /* 512 KiB, 8 per segment */
-#define HAK_LARGE_PAGE_SHIFT  22                    /* 4 MiB, 1 per segment */
+/* page sizes per kind: hak_kind_shift() (hak_size.c) */
 #define HAK_MAX_PAGES_PER_SEGMENT 64
 
 #define HAK_SMALL_MAX   ((size_t)8 * 1024)          /* blocks <= 8 KiB: small pages */
@@ -73,10 +71,18 @@
 #define HAK_TAG_INVALID 0xffff /* a thread with no heap: matches no entry */
 #define HAK_SLICE_SHIFT 16     /* segment page table granularity (64 KiB) */
 
+/* Page kinds: a page holds 8..64 blocks of its class (large pages fewer), so
+ * that a class's partly used page keeps little idle memory.  All pages of a
+ * segment have one kind. */
 typedef enum hak_page_kind_e {
-    HAK_PAGE_SMALL = 0, HAK_PAGE_MEDIUM = 1, HAK_PAGE_LARGE = 2, HAK_PAGE_HUGE = 3
+    HAK_PAGE_SMALL = 0,     /* 64 KiB pages, blocks <= 8 KiB */
+    HAK_PAGE_MEDIUM1 = 1,   /* 128 KiB pages, blocks <= 16 KiB */
+    HAK_PAGE_MEDIUM2 = 2,   /* 256 KiB pages, blocks <= 32 KiB */
+    HAK_PAGE_MEDIUM = 3,    /* 512 KiB pages, blocks <= 64 KiB */
+    HAK_PAGE_LARGE = 4,     /* one 4 MiB page, blocks <= 2 MiB */
+    HAK_PAGE_HUGE = 5       /* a mapping of its own */
 } hak_page_kind_t;
-#define HAK_PAGE_KINDS 3   /* kinds that live in shared segments */
+#define HAK_PAGE_KINDS 5   /* kinds that live in shared segments */
 
 /* A free block: the first word links the free list; the second holds the
  * address of its page descriptor while the block is free (double-free

@@ -282,21 +282,32 @@ void hak_segment_purge_due(hak_heap_t *heap, bool force) {
     for (int k = 0; k < HAK_PAGE_KINDS; k++) {
         for (hak_segment_t *seg = heap->segs[k].first; seg; seg = seg->next) {
             if (seg->purge_pending == 0) continue;
-            for (unsigned i = 0; i < seg->page_count; i++) {
-                hak_page_t *page = &seg->pages[i];
-                if (!page->needs_purge) continue;
-                uint64_t due = page->freed_at_ms + (uint64_t)hak_opt.purge_delay_ms;
-                if (!force && due > now) {
-                    if (next_due == 0 || due < next_due) next_due = due;
-                    continue;
+            /* neighbouring due slots are purged with one madvise */
+            uint8_t *run_lo = NULL, *run_hi = NULL;
+            for (unsigned i = 0; i <= seg->page_count; i++) {
+                hak_page_t *page = i < seg->page_count ? &seg->pages[i] : NULL;
+                bool due_now = false;
+                if (page && page->needs_purge) {
+                    uint64_t due = page->freed_at_ms + (uint64_t)hak_opt.purge_delay_ms;
+                    if (force || due <= now) due_now = true;
+                    else if (next_due == 0 || due < next_due) next_due = due;
                 }
-                size_t len;
-                uint8_t *lo = hak_page_area(seg, page, &len);
-                uint8_t *alo = (uint8_t *)hak_round_up((uintptr_t)lo, os_page);
-                hak_os_purge(alo, (size_t)(lo + len - alo));
-                page->needs_purge = 0;
-                seg->purge_pending--;
-                heap->purge_pending_bytes_k -= (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
+                if (due_now) {
+                    size_t len;
+                    uint8_t *lo = hak_page_area(seg, page, &len);
+                    uint8_t *alo = (uint8_t *)hak_round_up((uintptr_t)lo, os_page);
+                    if (run_hi != alo) {
+                        if (run_lo) hak_os_purge(run_lo, (size_t)(run_hi - run_lo));
+                        run_lo = alo;
+                    }
+                    run_hi = lo + len;
+                    page->needs_purge = 0;
+                    seg->purge_pending--;
+                    heap->purge_pending_bytes_k -= (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
+                } else if (run_lo) {
+                    hak_os_purge(run_lo, (size_t)(run_hi - run_lo));
+                    run_lo = run_hi = NULL;
+                }
             }
         }
     }

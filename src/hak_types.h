@@ -5,9 +5,10 @@
  * block     One allocation as the user sees it.  Blocks carry no header: the
  *           block's page is found from its address alone.
  * page      A run of memory holding blocks of one size class, with three
- *           free lists (see hak_page_t).  A page is 64 KiB (small classes,
- *           <= 8 KiB), 512 KiB (medium, <= 64 KiB) or 4 MiB (large, <= 2 MiB).  Huge blocks get a page of their
- *           own inside a mapping of their own.
+ *           free lists (see hak_page_t).  A page is 64 KiB (blocks <= 8 KiB),
+ *           128/256/512 KiB (medium, <= 16/32/64 KiB: 8..64 blocks a page) or
+ *           4 MiB (large, <= 2 MiB).  Huge blocks get a page of their own
+ *           inside a mapping of their own.
  * segment   A 4 MiB-aligned region of 4 MiB (the earlier hakmem called these
  *           SuperSlabs).  Its header holds the page descriptors.  All pages of
  *           a segment have the same kind and belong to one heap.  Masking a

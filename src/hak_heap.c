@@ -132,6 +132,7 @@ void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
         }
         page = next;
     }
+    hak_segment_release_empty(heap);
     hak_segment_purge_due(heap, force_purge);
 }
 

@@ -131,6 +131,7 @@ void *hak_page_block_start(const hak_page_t *page, const void *p);
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls);
 void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page);
 void hak_segment_purge_due(hak_heap_t *heap, bool force);
+void hak_segment_release_empty(hak_heap_t *heap);
 size_t hak_segment_cache_trim(void);
 void hak_segment_lock_for_fork(void);
 void hak_segment_unlock_after_fork(bool child);

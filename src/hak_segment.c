@@ -126,6 +126,14 @@ static void hak_seglist_remove(hak_heap_t *heap, hak_segment_t *seg) {
     seg->in_free_list = false;
 }
 
+/* Forget the pending purges of a segment about to be released (it is purged
+ * or unmapped whole). */
+static void hak_segment_drop_pending(hak_heap_t *heap, hak_segment_t *seg) {
+    for (unsigned i = 0; i < seg->page_count; i++) seg->pages[i].needs_purge = 0;
+    heap->purge_pending_bytes_k -= (uint32_t)((seg->purge_pending * ((size_t)1 << seg->page_shift)) >> 10);
+    seg->purge_pending = 0;
+}
+
 static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg) {
     hak_seglist_remove(heap, seg);
     hak_segment_counted(-1);
@@ -251,12 +259,19 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     hak_page_set_flags(page, 0);
     seg->used_pages--;
     if (seg->used_pages == 0) {
-        if (!seg->in_free_list) hak_seglist_push(heap, seg);
-        for (unsigned i = 0; i < seg->page_count; i++) seg->pages[i].needs_purge = 0;
-        heap->purge_pending_bytes_k -= (uint32_t)((seg->purge_pending * ((size_t)1 << seg->page_shift)) >> 10);
-        seg->purge_pending = 0;
-        hak_segment_release(heap, seg);
-        return;
+        /* An empty segment goes back to the cache -- unless it is the heap's
+         * only segment of its kind: keeping that one (its free slots purged
+         * by delay and budget like any others) stops a heap whose use of a
+         * kind goes up and down from mapping and purging a segment each time.
+         * hak_heap_collect releases it. */
+        hak_segment_list_t *l = &heap->segs[seg->kind];
+        bool only = seg->in_free_list ? (l->first == seg && seg->next == NULL) : l->first == NULL;
+        if (!only) {
+            if (!seg->in_free_list) hak_seglist_push(heap, seg);
+            hak_segment_drop_pending(heap, seg);
+            hak_segment_release(heap, seg);
+            return;
+        }
     }
     if (!seg->in_free_list) hak_seglist_push(heap, seg);
     if (hak_opt.purge_delay_ms >= 0) {
@@ -271,6 +286,21 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
         if (hak_opt.purge_delay_ms == 0 ||
             (hak_opt.purge_budget_kb >= 0 && heap->purge_pending_bytes_k > (uint64_t)hak_opt.purge_budget_kb))
             hak_segment_purge_due(heap, true);
+    }
+}
+
+/* Release the heap's empty segments (kept as the only one of their kind). */
+void hak_segment_release_empty(hak_heap_t *heap) {
+    for (int k = 0; k < HAK_PAGE_KINDS; k++) {
+        hak_segment_t *seg = heap->segs[k].first;
+        while (seg) {
+            hak_segment_t *next = seg->next;
+            if (seg->used_pages == 0) {
+                hak_segment_drop_pending(heap, seg);
+                hak_segment_release(heap, seg);
+            }
+            seg = next;
+        }
     }
 }
 

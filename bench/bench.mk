@@ -12,7 +12,7 @@ BENCH_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -pthread -Wall -Wextra -Wno-unus
 BENCH_LDLIBS := -pthread -ldl -lm
 BENCH_PY     := /usr/bin/python3
 
-$(BENCH_DIR)/%: bench/%.c bench/bench_common.h bench/bench.mk
+$(BENCH_DIR)/%: bench/%.c bench/bench_common.h bench/bench.mk include/hakmem.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ $(BENCH_LDLIBS)
 

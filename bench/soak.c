@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     nthreads = (int)bench_arg_long(argc, argv, 2, 2);
     long seed = bench_arg_long(argc, argv, 3, 1);
     if (seconds < 2 || nthreads < 1) bench_die("SECONDS >= 2 and THREADS >= 1");
-    int (*stats_get)(void *) = (int (*)(void *))dlsym(RTLD_DEFAULT, "hakmem_stats_get");
+    int (*stats_get)(void *, size_t) = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_stats_get");
     static hakmem_stats_t st0, st1;
     workers = calloc((size_t)nthreads, sizeof *workers);
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
@@ -92,14 +92,14 @@ int main(int argc, char **argv) {
         sleep(1);
         rss[sec] = bench_rss_kb();
         if (sec == warm) {
-            if (stats_get) stats_get(&st0);
+            if (stats_get) stats_get(&st0, sizeof st0);
             for (int i = 0; i < nthreads; i++) ops_warm += workers[i].ops;
         }
         fprintf(stderr, "soak: %lds rss %ld KiB\n", sec, rss[sec]);
     }
     uint64_t ops_end = 0;
     for (int i = 0; i < nthreads; i++) ops_end += workers[i].ops;
-    if (stats_get) stats_get(&st1);
+    if (stats_get) stats_get(&st1, sizeof st1);
     atomic_store(&stop, 1);
     int bad = 0;
     uint64_t ops = 0;

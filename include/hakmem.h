@@ -80,8 +80,10 @@ typedef struct hakmem_stats_s {
     hakmem_class_stats_t classes[HAKMEM_STATS_CLASSES];
 } hakmem_stats_t;
 
-/* Fill *out; returns 0, or -1 if out is NULL. */
-int  hakmem_stats_get(hakmem_stats_t *out);
+/* Fill the first size bytes of *out (pass sizeof *out: a program built
+ * against an older, smaller hakmem_stats_t stays safe when the library adds
+ * fields at the end).  Returns 0, or -1 if out is NULL. */
+int  hakmem_stats_get(hakmem_stats_t *out, size_t size);
 /* Print a report (hakmem's name, per-class table, OS calls, peak RSS) to stderr. */
 void hakmem_stats_print(void);
 

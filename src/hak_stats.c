@@ -2,6 +2,7 @@
  * segments, page refills, remote frees.  hakmem_stats_get() copies them,
  * hakmem_stats_print() and HAKMEM_STATS=1 (at exit) print them. */
 #include "hak_internal.h"
+#include <pthread.h>
 
 hak_counters_t hak_counters;
 
@@ -16,8 +17,20 @@ void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta
     }
 }
 
-HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out) {
+static void hak_stats_fill(hakmem_stats_t *out);
+
+HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out, size_t size) {
     if (!out) return -1;
+    static hakmem_stats_t snapshot;       /* big; callers are rare */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    hak_stats_fill(&snapshot);
+    memcpy(out, &snapshot, size < sizeof snapshot ? size : sizeof snapshot);
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+static void hak_stats_fill(hakmem_stats_t *out) {
     memset(out, 0, sizeof *out);
     const hak_counters_t *c = &hak_counters;
     out->mmap_calls = HAK_LOAD(c->mmap_calls);
@@ -51,12 +64,11 @@ HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out) {
         k->frees = sums.frees[i];
         out->remote_frees += sums.remote[i];
     }
-    return 0;
 }
 
 HAK_EXPORT void hakmem_stats_print(void) {
     hakmem_stats_t s;
-    hakmem_stats_get(&s);
+    hakmem_stats_get(&s, sizeof s);
     hak_message("hakmem %s statistics (%s build)\n", HAKMEM_VERSION_STRING, hakmem_build_variant());
     if (!s.full_counters)
         hak_message("hakmem:   (allocations and frees per class are counted by the stats build: make stats)\n");

@@ -17,7 +17,7 @@
 #include "hakmem.h"
 
 extern int hakmem_owns(const void *p) __attribute__((weak));
-extern int hakmem_stats_get(hakmem_stats_t *out) __attribute__((weak));
+extern int hakmem_stats_get(hakmem_stats_t *out, size_t size) __attribute__((weak));
 
 static const char *prefix;
 static int failures;
@@ -118,9 +118,9 @@ int main(int argc, char **argv) {
     hakmem_stats_t before, after;
     memset(&before, 0, sizeof before);
     memset(&after, 0, sizeof after);
-    if (hakmem_stats_get) hakmem_stats_get(&before);
+    if (hakmem_stats_get) hakmem_stats_get(&before, sizeof before);
     qsort(v, count, sizeof *v, cmp_u64);
-    if (hakmem_stats_get) hakmem_stats_get(&after);
+    if (hakmem_stats_get) hakmem_stats_get(&after, sizeof after);
     int sorted = 1;
     for (size_t i = 1; i < count; i++) if (v[i - 1] > v[i]) sorted = 0;
     check("qsort_sorted", sorted, "array not sorted");

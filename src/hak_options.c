@@ -30,7 +30,7 @@ static hak_option_def_t hak_option_table[] = {
       "free 4 MiB segments kept mapped for reuse" },
     { "HAKMEM_PURGE_BUDGET_KB", &hak_opt.purge_budget_kb, {-1, 8192, 0}, -1, 1 << 30,
       "KiB of free page slots a thread keeps unpurged before purging them all; -1 no limit" },
-    { "HAKMEM_CACHE_UNPURGED", &hak_opt.cache_unpurged, {16, 2, 0}, 0, 64,
+    { "HAKMEM_CACHE_UNPURGED", &hak_opt.cache_unpurged, {16, 1, 0}, 0, 64,
       "cached segments that keep their memory until the purge delay" },
 };
 #define HAK_OPTION_COUNT (sizeof hak_option_table / sizeof hak_option_table[0])

@@ -125,30 +125,33 @@ struct hak_segment_s;
  *  - Only the owning heap's thread touches anything but xthread_free.
  */
 typedef struct hak_page_s {
-    /* hot: malloc and free fast paths */
+    /* line 0 -- the owner's: written by malloc and free */
     hak_block_t *free;               /* blocks malloc pops */
     hak_block_t *local_free;         /* blocks the owner freed */
     uint32_t used;                   /* blocks handed out and not yet freed back */
     _Atomic uint8_t flags;           /* HAK_PAGE_*; read by remote freers (relaxed) */
-    uint8_t  class_idx;
-    uint8_t  kind;                   /* hak_page_kind_t */
     uint8_t  in_use;
-    uint8_t *start;                  /* first block */
-    uint64_t div_magic;              /* floor(2^64 / block_size) + 1 */
     uint64_t local_limit;            /* see above; 0 sends every free to the slow path (owner only) */
+    _Atomic uint32_t capacity;       /* blocks carved out so far; read by remote freers */
+    uint32_t reserved;               /* blocks that fit */
+    struct hak_page_s *next, *prev;  /* class queue or full queue */
+    /* line 1 -- read-mostly: set when the page gets its class, read by the
+     * owner's free and by remote freers (which thus never read line 0, the
+     * line the owner keeps writing) */
+    _Alignas(64) uint8_t *start;     /* first block */
+    uint64_t div_magic;              /* floor(2^64 / block_size) + 1 */
     uint64_t div_step;               /* div_magic * block_size mod 2^64 */
     _Atomic uint64_t carved_limit;   /* (capacity - 1) * div_step + 1, or 0: the same test
                                         without flags, for remote frees */
     size_t   block_size;
     size_t   area;                   /* reserved * block_size: valid offsets from start */
-    /* warm: slow paths */
-    _Atomic uint32_t capacity;       /* blocks carved out so far; read by remote freers */
-    uint32_t reserved;               /* blocks that fit */
-    _Atomic(uintptr_t) xthread_free; /* remote frees (lock-free stack) | HAK_TF_NOTIFY */
-    struct hak_page_s *next, *prev;  /* class queue or full queue */
+    uint8_t  class_idx;
+    uint8_t  kind;                   /* hak_page_kind_t */
+    /* line 2 -- written by remote freers */
+    _Alignas(64) _Atomic(uintptr_t) xthread_free; /* remote frees (lock-free stack) | HAK_TF_NOTIFY */
     uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
     uint8_t  needs_purge;            /* slot free and memory not yet returned */
-} __attribute__((aligned(64))) hak_page_t;  /* hot fields share one cache line */
+} __attribute__((aligned(64))) hak_page_t;  /* three cache lines, by writer */
 
 /* hak_segment_t -- header at the start of every 4 MiB-aligned segment.
  * Invariants:

@@ -143,17 +143,24 @@ void hak_page_retire(hak_page_t *page) {
 static hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     hak_heap_process_delayed(heap);
     hak_page_queue_t *q = &heap->queues[cls];
-    hak_page_t *page = q->first;
+    /* Reuse freed blocks of any page before carving fresh memory from one:
+     * the carved (touched) memory then follows the class's real peak. */
+    hak_page_t *page = q->first, *extendable = NULL;
     while (page) {
         hak_page_t *next = page->next;
         hak_page_free_collect(page);
         if (page->free) break;
-        if (page->capacity < page->reserved) { hak_page_extend(page); break; }
-        if (!hak_page_to_full(heap, page)) {
+        if (page->capacity < page->reserved) {
+            if (!extendable) extendable = page;
+        } else if (!hak_page_to_full(heap, page)) {
             hak_page_free_collect(page);
             if (page->free) break;
         }
         page = next;
+    }
+    if (!page && extendable) {
+        page = extendable;
+        hak_page_extend(page);
     }
     if (page) {
         if (q->first != page) { hak_queue_remove(heap, page); hak_queue_push(heap, page, true); }

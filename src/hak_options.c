@@ -28,7 +28,7 @@ static hak_option_def_t hak_option_table[] = {
       "ms a free page keeps its memory before madvise(DONTNEED); -1 never" },
     { "HAKMEM_SEGMENT_CACHE", &hak_opt.segment_cache, {16, 4, 0}, 0, 64,
       "free 4 MiB segments kept mapped for reuse" },
-    { "HAKMEM_PURGE_BUDGET_KB", &hak_opt.purge_budget_kb, {-1, 8192, 0}, -1, 1 << 30,
+    { "HAKMEM_PURGE_BUDGET_KB", &hak_opt.purge_budget_kb, {8192, 8192, 0}, -1, 1 << 30,
       "KiB of free page slots a thread keeps unpurged before purging them all; -1 no limit" },
     { "HAKMEM_CACHE_UNPURGED", &hak_opt.cache_unpurged, {16, 1, 0}, 0, 64,
       "cached segments that keep their memory until the purge delay" },

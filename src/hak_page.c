@@ -254,20 +254,16 @@ static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b
         do { b->next = head; } while (!atomic_compare_exchange_weak_explicit(&heap->xdelayed, &head, b,
                                                     memory_order_release, memory_order_relaxed));
     }
-    /* Counted by the freeing thread in its own heap (no shared line); a
-     * thread that never allocated has none, and counts into the owner's
-     * heap with an atomic add instead (heaps are never freed). */
+    /* Counted by the freeing thread in its own heap: no shared cache line, no
+     * lock prefix.  A thread that only frees (a consumer) gets a heap on its
+     * first remote free, as if it had allocated. */
     hak_heap_t *self = hak_tls_heap;
     if (cls >= HAK_CLASS_COUNT) return;
-    if (self != &hak_heap_empty) {
-        hak_stat_inc(self->st_remote[cls]);
-        if (retries)
-            atomic_store_explicit(&self->st_cas_retries,
-                atomic_load_explicit(&self->st_cas_retries, memory_order_relaxed) + retries, memory_order_relaxed);
-    } else {
-        atomic_fetch_add_explicit(&heap->st_remote[cls], 1, memory_order_relaxed);
-        if (retries) atomic_fetch_add_explicit(&heap->st_cas_retries, retries, memory_order_relaxed);
-    }
+    if (hak_unlikely(self == &hak_heap_empty) && !(self = hak_heap_for_thread())) return;
+    hak_stat_inc(self->st_remote[cls]);
+    if (retries)
+        atomic_store_explicit(&self->st_cas_retries,
+            atomic_load_explicit(&self->st_cas_retries, memory_order_relaxed) + retries, memory_order_relaxed);
 }
 
 void hak_heap_process_delayed(hak_heap_t *heap) {

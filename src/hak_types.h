@@ -209,9 +209,9 @@ typedef struct hak_heap_s {
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
     uint16_t tag;                          /* region map tag of its segments */
     uint32_t purge_pending_bytes_k;        /* KiB in free page slots not yet purged */
-    /* statistics, written by the owner (relaxed, no lock prefix; threads
-     * without a heap add atomically to st_remote/st_cas_retries of the block's
-     * heap) and summed over all heaps by hakmem_stats_get() */
+    /* statistics, written only by the owner (relaxed, no lock prefix; a
+     * thread that only frees gets a heap on its first remote free) and summed
+     * over all heaps by hakmem_stats_get() */
     _Atomic uint64_t st_slow;                      /* allocations that searched for a page */
     _Atomic uint64_t st_cas_retries;               /* failed CASes in this thread's remote frees */
     _Atomic uint64_t st_refills[HAK_CLASS_COUNT];  /* fresh pages taken per class */

@@ -16,6 +16,7 @@
 
 __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
 __thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec"))) = HAK_TAG_INVALID;
+__thread bool hak_tls_exiting __attribute__((tls_model("initial-exec")));
 hak_page_t hak_page_empty;
 hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty } };
 static _Atomic unsigned hak_next_tag = HAK_TAG_FIRST;
@@ -142,6 +143,7 @@ static void hak_thread_done(void *value) {
     hak_heap_collect(heap, false);
     hak_tls_heap = &hak_heap_empty;
     hak_tls_tag = HAK_TAG_INVALID;
+    hak_tls_exiting = true;
     atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
     atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
 }

@@ -34,6 +34,7 @@ extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"
 extern hak_heap_t hak_heap_empty;
 extern hak_page_t hak_page_empty;
 extern __thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec")));
+extern __thread bool hak_tls_exiting __attribute__((tls_model("initial-exec"))); /* key destructor ran */
 extern _Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES];
 
 /* ---- size classes (hak_size.c) ---- */

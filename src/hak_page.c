@@ -256,10 +256,13 @@ static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b
     }
     /* Counted by the freeing thread in its own heap: no shared cache line, no
      * lock prefix.  A thread that only frees (a consumer) gets a heap on its
-     * first remote free, as if it had allocated. */
+     * first remote free, as if it had allocated -- but not while it exits:
+     * a heap taken after its destructor ran would never be abandoned. */
     hak_heap_t *self = hak_tls_heap;
     if (cls >= HAK_CLASS_COUNT) return;
-    if (hak_unlikely(self == &hak_heap_empty) && !(self = hak_heap_for_thread())) return;
+    if (hak_unlikely(self == &hak_heap_empty)) {
+        if (hak_tls_exiting || !(self = hak_heap_for_thread())) return;
+    }
     hak_stat_inc(self->st_remote[cls]);
     if (retries)
         atomic_store_explicit(&self->st_cas_retries,

@@ -47,6 +47,32 @@ expect crash.handler_off        "$REL_SO" corrupt_freelist $SEGV "^$" HAKMEM_CRA
 expect crash.program_handler_outside "$REL_SO" own_handler_outside 42 "^$"
 expect crash.program_handler_inside  "$REL_SO" own_handler_inside 42 "^$"
 
+# heaps of exited threads are adopted, not stranded: 200 thread generations,
+# each freeing its predecessor's blocks first, may create only a few heaps
+out=$(LD_PRELOAD="$REL_SO" timeout 60 "$BIN" thread_generations 2>&1)
+created=$(sed -n 's/.*heaps_created=\([0-9]*\).*/\1/p' <<<"$out")
+adopted=$(sed -n 's/.*heaps_adopted=\([0-9]*\).*/\1/p' <<<"$out")
+if [[ -n $created && $created -le 4 && ${adopted:-0} -ge 190 ]]; then
+    pass heaps.thread_generations_reuse
+else
+    fail heaps.thread_generations_reuse "created=${created:-?} adopted=${adopted:-?}: $(head -c 200 <<<"$out")"
+fi
+
+# a larson server (8 chains of detached threads, 200 generations): an
+# exiting thread frees blocks after its heap was abandoned (glibc's own
+# teardown); it must not take a heap then, which would never be abandoned.
+# Fixed: 9-10 heaps; with that bug: 14-36.
+LARSON=$ROOT/build/bench/larson
+if need heaps.larson_exit_frees "$LARSON"; then
+    out=$(HAKMEM_STATS=1 LD_PRELOAD="$REL_SO" timeout 60 "$LARSON" 8 200 2000 1000 2>&1)
+    created=$(sed -n 's/.*heaps created \([0-9]*\),.*/\1/p' <<<"$out")
+    if [[ -n $created && $created -le 12 ]] && grep -q 'hakmem_owned=1' <<<"$out"; then
+        pass heaps.larson_exit_frees
+    else
+        fail heaps.larson_exit_frees "heaps created ${created:-?} (want <= 12)"
+    fi
+fi
+
 # options: a bad value is named in a warning, the default is used, the program runs on
 expect options.bad_profile "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_PROFILE='fast' is not speed, balanced or lean; using balanced" HAKMEM_PROFILE=fast
 expect options.bad_number  "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_PURGE_DELAY_MS='soon' is not a number" HAKMEM_PURGE_DELAY_MS=soon

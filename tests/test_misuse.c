@@ -2,6 +2,7 @@
  * tests/suite_misuse.sh runs each case in a subprocess under hakmem and checks
  * hakmem's message and the exit status.  Cases that must abort print nothing
  * after the misuse; a line "SURVIVED" means hakmem did not stop the program. */
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,6 +22,29 @@ static void *alloc_in_thread(size_t n) {
     return p;
 }
 static void on_segv(int sig) { (void)sig; _exit(42); }
+
+/* thread generations, as in a larson server: each detached thread frees its
+ * predecessor's blocks (remote frees, before it allocates anything),
+ * allocates its own, starts its successor and exits. */
+static pthread_mutex_t gen_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gen_cv = PTHREAD_COND_INITIALIZER;
+static int gen_left = 200;
+static pthread_attr_t gen_attr;
+static void *generation(void *arg) {
+    void **blocks = arg;
+    for (int i = 0; i < 64; i++) free(blocks[i]);
+    for (int i = 0; i < 64; i++) blocks[i] = malloc(48);
+    pthread_mutex_lock(&gen_mu);
+    int more = --gen_left > 0;
+    pthread_mutex_unlock(&gen_mu);
+    pthread_t t;
+    if (more && pthread_create(&t, &gen_attr, generation, blocks) == 0) return NULL;
+    pthread_mutex_lock(&gen_mu);
+    gen_left = -1;
+    pthread_cond_signal(&gen_cv);
+    pthread_mutex_unlock(&gen_mu);
+    return NULL;
+}
 
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
@@ -75,6 +99,26 @@ int main(int argc, char **argv) {
         *p = (char *)0x10;
         for (int i = 0; i < 1000; i++) sink = malloc(48);
         return 3;
+    } else if (!strcmp(c, "thread_generations")) {
+        /* heaps must be reused, not stranded: print how many were created */
+        static void *blocks[64];
+        for (int i = 0; i < 64; i++) blocks[i] = malloc(48);
+        pthread_attr_init(&gen_attr);
+        pthread_attr_setdetachstate(&gen_attr, PTHREAD_CREATE_DETACHED);
+        pthread_t t;
+        pthread_create(&t, &gen_attr, generation, blocks);
+        pthread_mutex_lock(&gen_mu);
+        while (gen_left != -1) pthread_cond_wait(&gen_cv, &gen_mu);
+        pthread_mutex_unlock(&gen_mu);
+        usleep(100000);   /* let the last detached thread finish exiting */
+        for (int i = 0; i < 64; i++) free(blocks[i]);
+        typedef struct { uint64_t v[14]; } prefix_t;   /* hakmem_stats_t starts with 14 counters */
+        static uint64_t st[4096];
+        int (*get)(void *, size_t) = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_stats_get");
+        if (!get || get(st, sizeof st) != 0) { printf("no hakmem_stats_get\n"); return 3; }
+        (void)sizeof(prefix_t);
+        printf("heaps_created=%llu heaps_adopted=%llu\n", (unsigned long long)st[10], (unsigned long long)st[11]);
+        return 0;
     } else if (!strcmp(c, "ok")) {
         for (int i = 0; i < 1000; i++) { sink = malloc((size_t)i * 7 + 1); free(sink); }
         printf("ok\n");

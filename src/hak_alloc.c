@@ -35,19 +35,18 @@ HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
 void *hak_realloc(void *p, size_t size) {
     if (p == NULL) return hak_malloc_inline(size);
     if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */
-    if (hak_unlikely(!hak_segment_of_checked(p))) {
+    hak_segment_t *seg = hak_segment_of_checked(p);
+    if (hak_unlikely(!seg)) {
         size_t old = hak_foreign_usable(p);               /* a glibc block: move it to hakmem */
-        if (old) {
-            void *q = hak_malloc_inline(size);
-            if (!q) return NULL;
-            memcpy(q, p, old < size ? old : size);
-            hak_foreign_free(p);
-            return q;
-        }
+        if (!old) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
+        void *q = hak_malloc_inline(size);
+        if (!q) return NULL;
+        memcpy(q, p, old < size ? old : size);
+        hak_foreign_free(p);
+        return q;
     }
-    hak_segment_t *seg;
     hak_page_t *page;
-    uint8_t *block = hak_block_of(p, "realloc()", &seg, &page);
+    uint8_t *block = hak_block_in(seg, p, "realloc()", &page);
     if (((hak_block_t *)block)->key == (uintptr_t)page && !(page->flags & HAK_PAGE_IS_HUGE))
         hak_fatal("realloc()", "pointer already freed", p);
     size_t usable = page->block_size - (size_t)((uint8_t *)p - block);
@@ -143,13 +142,14 @@ HAK_EXPORT void *hakmem_pvalloc(size_t size) {
 
 size_t hak_usable_size(const void *p) {
     if (p == NULL) return 0;
-    if (hak_unlikely(!hak_segment_of_checked(p))) {
+    hak_segment_t *seg = hak_segment_of_checked(p);
+    if (hak_unlikely(!seg)) {
         size_t n = hak_foreign_usable(p);
-        if (n) return n;
+        if (!n) hak_fatal("malloc_usable_size()", "invalid pointer (not allocated by hakmem)", p);
+        return n;
     }
-    hak_segment_t *seg;
     hak_page_t *page;
-    uint8_t *block = hak_block_of(p, "malloc_usable_size()", &seg, &page);
+    uint8_t *block = hak_block_in(seg, p, "malloc_usable_size()", &page);
     if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
     return page->block_size - (size_t)((const uint8_t *)p - block);
 }
@@ -169,10 +169,9 @@ HAK_EXPORT void hakmem_free_aligned_sized(void *p, size_t align, size_t size) {
 
 HAK_EXPORT int hakmem_owns(const void *p) { return hak_segment_of_checked(p) != NULL; }
 HAK_EXPORT const char *hakmem_version(void) { return HAKMEM_VERSION_STRING; }
-const char *hakmem_build_variant_internal(void) {
+HAK_EXPORT const char *hakmem_build_variant(void) {
     return HAK_DEBUG_ENABLED ? "debug" : HAK_STATS_FULL_ENABLED ? "stats" : "release";
 }
-HAK_EXPORT const char *hakmem_build_variant(void) { return hakmem_build_variant_internal(); }
 
 HAK_ALIAS(malloc, hakmem_malloc)
 HAK_ALIAS(free, hakmem_free)

@@ -5,7 +5,6 @@
 
 #include "hak_types.h"
 #include "hakmem.h"
-#define HAKMEM_VERSION_STRING_INTERNAL HAKMEM_VERSION_STRING
 #include <errno.h>
 #include <string.h>
 
@@ -122,9 +121,7 @@ void  hak_heap_process_delayed(hak_heap_t *heap);
 void  hak_queue_set_direct(hak_heap_t *heap, unsigned cls);
 void  hak_queue_remove(hak_heap_t *heap, hak_page_t *page);
 void  hak_page_unfull(hak_heap_t *heap, hak_page_t *page);
-void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_page_t **page_out);
-void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out,
-                   hak_segment_t **seg_out);
+void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out);
 void  hak_page_check(const hak_page_t *page);   /* HAK_DEBUG consistency check */
 void *hak_page_block_start(const hak_page_t *page, const void *p);
 
@@ -163,6 +160,11 @@ HAK_INLINE uint16_t hak_segmap_get(const void *p) {
  * divisibility test whose bound also encodes the block count. */
 HAK_INLINE bool hak_local_block(const hak_page_t *page, size_t offset) {
     return offset * page->div_magic < page->local_limit;
+}
+/* The same test against the carved blocks only, whatever the flags: for
+ * remote frees and pointer validation (any thread). */
+HAK_INLINE bool hak_carved_block(const hak_page_t *page, size_t offset) {
+    return offset * page->div_magic < atomic_load_explicit(&page->carved_limit, memory_order_relaxed);
 }
 /* flags and capacity are written by the owner and read by remote
  * freers validating a pointer: relaxed atomics (plain moves on x86). */

@@ -7,7 +7,7 @@
 #include "hak_internal.h"
 #include <stdlib.h>
 
-hak_options_t hak_opt = { .profile = 1, .purge_delay_ms = 50, .segment_cache = 4 };
+hak_options_t hak_opt;   /* filled from the table by hak_options_init(), before any heap exists */
 
 typedef struct hak_option_def_s {
     const char *name;          /* environment variable */
@@ -71,11 +71,9 @@ void hak_options_init(void) {
     errno = saved;
 }
 
-const char *hakmem_build_variant_internal(void);
-
 void hak_options_print(void) {
-    hak_message("hakmem %s (%s build), profile %s\n", HAKMEM_VERSION_STRING_INTERNAL,
-                hakmem_build_variant_internal(), hak_profile_names[hak_opt.profile]);
+    hak_message("hakmem %s (%s build), profile %s\n", HAKMEM_VERSION_STRING,
+                hakmem_build_variant(), hak_profile_names[hak_opt.profile]);
     for (size_t i = 0; i < HAK_OPTION_COUNT; i++) {
         const hak_option_def_t *o = &hak_option_table[i];
         hak_message("hakmem:   %s=%ld  (%s)\n", o->name, *o->value, o->help);

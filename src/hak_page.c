@@ -280,21 +280,13 @@ void hak_heap_process_delayed(hak_heap_t *heap) {
     }
 }
 
-/* Validate p for operation op and return its block's start (and page).
- * Reports misuse and aborts: a pointer hakmem never returned, one inside a
- * block, one in a free page slot, one past the carved blocks. */
-void *hak_block_of(const void *p, const char *op, hak_segment_t **seg_out, hak_page_t **page_out) {
-    hak_segment_t *seg = hak_segment_of_checked(p);
-    if (!seg) hak_fatal(op, "invalid pointer (not allocated by hakmem)", p);
-    return hak_block_in(seg, p, op, page_out, seg_out);
-}
-
-/* hak_block_of for a pointer whose segment is known. */
-void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out,
-                   hak_segment_t **seg_out) {
+/* Validate p, in hakmem's segment seg, for operation op and return its
+ * block's start (and page).  Reports misuse and aborts: a pointer inside a
+ * block, one in a free page slot, one past the carved blocks.  (A pointer
+ * outside hakmem's segments is the caller's case: it may be glibc's.) */
+void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out) {
     hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
     if (!page->in_use) hak_fatal(op, "double free or stale pointer (its page was already released)", p);
-    *seg_out = seg;
     *page_out = page;
     size_t off = (uintptr_t)p - (uintptr_t)page->start;
     if (page->flags & HAK_PAGE_IS_HUGE) {
@@ -303,8 +295,7 @@ void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t
     }
     uint32_t cap = HAK_RELAXED(page->capacity);
     if (off >= (size_t)cap * page->block_size) hak_fatal(op, "invalid pointer (not a block)", p);
-    /* a carved block's start: the fast path's test without the flags (no division) */
-    if (off * page->div_magic < HAK_RELAXED(page->carved_limit)) return (void *)p;
+    if (hak_carved_block(page, off)) return (void *)p;
     if (!(page->flags & HAK_PAGE_HAS_ALIGNED)) hak_fatal(op, "invalid pointer (inside a block)", p);
     return hak_page_block_start(page, p);
 }
@@ -318,7 +309,7 @@ void hak_free_slow(void *p) {
         hak_page_t *page = hak_page_of(seg, p);
         hak_block_t *b = (hak_block_t *)p;
         size_t off = (uintptr_t)p - (uintptr_t)page->start;
-        if (off * page->div_magic < HAK_RELAXED(page->carved_limit) && b->key != (uintptr_t)page &&
+        if (hak_carved_block(page, off) && b->key != (uintptr_t)page &&
             seg->heap != hak_tls_heap && !HAK_STATS_FULL_ENABLED) {
             hak_free_remote(seg, page, b);
             return;
@@ -331,7 +322,7 @@ void hak_free_slow(void *p) {
         hak_fatal("free()", "invalid pointer (not allocated by hakmem)", p);
     }
     hak_page_t *page;
-    hak_block_t *b = hak_block_in(seg, p, "free()", &page, &seg);
+    hak_block_t *b = hak_block_in(seg, p, "free()", &page);
     if (HAK_STATS_FULL_ENABLED && hak_tls_heap != &hak_heap_empty)
         hak_stat_inc(hak_tls_heap->st_frees[(page->flags & HAK_PAGE_IS_HUGE) ? HAK_CLASS_COUNT : page->class_idx]);
     if (page->flags & HAK_PAGE_IS_HUGE) { hak_huge_free(seg); return; }

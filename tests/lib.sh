@@ -57,3 +57,14 @@ need() {
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; SUITE_STATUS=1; }
 skip() { echo "SKIP $1: $2"; }
+
+# build_compat PREFIX WORKDIR: the helper programs of mk/compat.mk (skipped
+# when up to date); on failure print "FAIL PREFIX.build" and return 1
+build_compat() {
+    local prefix=$1 work=$2
+    need "$prefix.setup" "$REL_SO" "$ROOT/build/libhakmem.a" || return 1
+    if ! make --no-print-directory -s -f mk/compat.mk compat-bins >"$work/make.log" 2>&1; then
+        fail "$prefix.build" "make -f mk/compat.mk compat-bins failed: $(tail -n 3 "$work/make.log" | tr '\n' ' ')"
+        return 1
+    fi
+}

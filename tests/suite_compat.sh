@@ -23,13 +23,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 export TMPDIR=$W
 
-if ! need compat.setup "$REL_SO" "$ROOT/build/libhakmem.a"; then
-    exit 1
-fi
-if ! make --no-print-directory -s -f mk/compat.mk compat-bins >"$W/make.log" 2>&1; then
-    fail compat.build "make -f mk/compat.mk compat-bins failed: $(tail -n 3 "$W/make.log" | tr '\n' ' ')"
-    exit 1
-fi
+build_compat compat "$W" || exit 1
 
 # ---- static linking ----
 run_bin compat.static 60 "$C/libc_internal_static" compat.static

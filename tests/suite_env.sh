@@ -25,13 +25,7 @@ restore_thp() {
 trap 'restore_thp; rm -rf "$W"' EXIT
 export TMPDIR=$W
 
-if ! need env.setup "$REL_SO" "$ROOT/build/libhakmem.a"; then
-    exit 1
-fi
-if ! make --no-print-directory -s -f mk/compat.mk compat-bins >"$W/make.log" 2>&1; then
-    fail env.build "make -f mk/compat.mk compat-bins failed: $(tail -n 3 "$W/make.log" | tr '\n' ' ')"
-    exit 1
-fi
+build_compat env "$W" || exit 1
 VER=$(sed -n 's/^#define HAKMEM_VERSION_STRING "\(.*\)"/\1/p' include/hakmem.h)
 MAJOR=${VER%%.*}
 

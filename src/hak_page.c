@@ -234,13 +234,13 @@ static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
  * heap's delayed list so the owner sees the page again.  The heap pointer is
  * read before the push: the block is still counted as used, so the segment
  * cannot go away until the owner has seen it, and heaps are never freed. */
-static void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
+static HAK_NOINLINE void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b,
+                                         unsigned retries) {
     hak_heap_t *heap = seg->heap;
     unsigned cls = page->class_idx;    /* read before the push: after it the page may be gone */
     b->key = (uintptr_t)page;
     uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), desired;
     bool notify;
-    unsigned retries = 0;
     for (;;) {
         notify = (tf & HAK_TF_NOTIFY) != 0;
         if (notify) desired = tf & ~HAK_TF_NOTIFY;
@@ -300,21 +300,10 @@ void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t
     return hak_page_block_start(page, p);
 }
 
-void hak_free_slow(void *p) {
-    /* The common slow case first: a remote free of a valid block in a heap's
-     * segment -- the fast path's checks against the page's carved blocks. */
-    uint16_t tag = hak_segmap_get(p);
-    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
-        hak_segment_t *seg = hak_segment_of(p);
-        hak_page_t *page = hak_page_of(seg, p);
-        hak_block_t *b = (hak_block_t *)p;
-        size_t off = (uintptr_t)p - (uintptr_t)page->start;
-        if (hak_carved_block(page, off) && b->key != (uintptr_t)page &&
-            seg->heap != hak_tls_heap && !HAK_STATS_FULL_ENABLED) {
-            hak_free_remote(seg, page, b);
-            return;
-        }
-    }
+/* Everything free() does not take on one of its two quick paths: NULL,
+ * foreign (glibc's) blocks, huge blocks, pages with flags, aligned blocks,
+ * heaps without a fast-path tag, and every misuse. */
+static HAK_NOINLINE void hak_free_generic(void *p) {
     if (p == NULL) return;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
@@ -328,5 +317,41 @@ void hak_free_slow(void *p) {
     if (page->flags & HAK_PAGE_IS_HUGE) { hak_huge_free(seg); return; }
     if (b->key == (uintptr_t)page) hak_fatal("free()", "double free of", p);
     if (seg->heap == hak_tls_heap) hak_free_local(seg->heap, page, b);
-    else hak_free_remote(seg, page, b);
+    else hak_free_remote(seg, page, b, 0);
+}
+
+/* free() of anything but a local block.  The common case first, in a
+ * straight line: a remote free of a valid block in another heap's segment
+ * (the fast path's checks, against the page's carved blocks) by a thread with
+ * a heap, onto a page not marked full -- one CAS.  Everything else, a CAS
+ * that lost a race included, goes on to hak_free_remote or hak_free_generic. */
+void hak_free_slow(void *p) {
+    uint16_t tag = hak_segmap_get(p);
+    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST) && !HAK_STATS_FULL_ENABLED) {
+        hak_segment_t *seg = hak_segment_of(p);
+        hak_page_t *page = hak_page_of(seg, p);
+        hak_block_t *b = (hak_block_t *)p;
+        size_t off = (uintptr_t)p - (uintptr_t)page->start;
+        hak_heap_t *self = hak_tls_heap;
+        if (hak_carved_block(page, off) && b->key != (uintptr_t)page && seg->heap != self) {
+            unsigned retries = 0;
+            if (hak_likely(self != &hak_heap_empty)) {
+                unsigned cls = page->class_idx;    /* before the push: after it the page may be gone */
+                b->key = (uintptr_t)page;
+                uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+                if (hak_likely(!(tf & HAK_TF_NOTIFY))) {
+                    b->next = (hak_block_t *)tf;
+                    if (hak_likely(atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf,
+                            (uintptr_t)b, memory_order_release, memory_order_relaxed))) {
+                        hak_stat_inc(self->st_remote[cls]);
+                        return;
+                    }
+                    retries = 1;
+                }
+            }
+            hak_free_remote(seg, page, b, retries);
+            return;
+        }
+    }
+    hak_free_generic(p);
 }

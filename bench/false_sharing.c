@@ -56,10 +56,12 @@ static void *worker(void *arg)
             c[(size_t)pass % w->objs[i].n] += 1;
         }
     }
+    uint64_t sum = 0; /* a local: the workers' structs share lines */
     for (i = 0; i < w->nobj; i++) {
-        w->sum += bench_read(w->objs[i].p, w->objs[i].n);
+        sum += bench_read(w->objs[i].p, w->objs[i].n);
         free(w->objs[i].p);
     }
+    w->sum = sum;
     /* active phase: allocate own objects in lock-step batches with the others */
     bench_rng_t rng;
     bench_rng_seed(&rng, 1000u + (uint64_t)w->id);

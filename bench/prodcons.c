@@ -97,6 +97,7 @@ static void *consumer(void *arg)
 {
     pair_t *q = (pair_t *)arg;
     uint32_t head = 0;
+    uint64_t sum = 0; /* a local: q's line is read by the producer */
     long i;
     for (i = 0; i < q->items; i++) {
         int spins = 0;
@@ -120,11 +121,12 @@ static void *consumer(void *arg)
         atomic_store(&q->head, ++head);
         if (atomic_load(&q->prod_sleeping) && atomic_load(&q->tail) - head <= RING - BATCH)
             futex_wake(&q->head);
-        q->sum += bench_read(it.p, it.n);
+        sum += bench_read(it.p, it.n);
         if ((i & 4095) == 0)
             bench_sample_owned(it.p); /* allocated by the producer thread */
         free(it.p);
     }
+    q->sum = sum;
     return NULL;
 }
 

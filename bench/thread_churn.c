@@ -42,13 +42,15 @@ static void *worker(void *arg)
         bench_touch(local[i], sz, r);
     }
     /* random-order free (Fisher-Yates over the remaining blocks) */
+    uint64_t sum = 0; /* a local: the jobs' structs share lines */
     for (i = n; i > 0; i--) {
         long k = (long)(bench_rng_next(&rng) % (uint64_t)i);
-        j->sum += bench_read(local[k], lens[k]);
+        sum += bench_read(local[k], lens[k]);
         free(local[k]);
         local[k] = local[i - 1];
         lens[k] = lens[i - 1];
     }
+    j->sum = sum;
     keep = malloc(64);
     if (!keep)
         bench_die("malloc failed");

@@ -173,7 +173,8 @@ HAK_INLINE bool hak_carved_block(const hak_page_t *page, size_t offset) {
 HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
     uint32_t cap = HAK_RELAXED(page->capacity);
     uint64_t carved = cap == 0 ? 0 : (uint64_t)(cap - 1) * page->div_step + 1;
-    HAK_SET_RELAXED(page->carved_limit, carved);
+    /* written only when it changes: remote freers read its line on every free */
+    if (HAK_RELAXED(page->carved_limit) != carved) HAK_SET_RELAXED(page->carved_limit, carved);
     page->local_limit = HAK_RELAXED(page->flags) ? 0 : carved;
 }
 HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {

@@ -115,6 +115,7 @@ void hak_heaps_unlock_after_fork(bool child);
 /* ---- pages (hak_page.c) ---- */
 void *hak_malloc_slow(hak_heap_t *heap, size_t size);
 void  hak_free_slow(void *p);
+void  hak_free_local_slow(hak_page_t *page, void *p);
 void  hak_page_free_collect(hak_page_t *page);
 void  hak_page_retire(hak_page_t *page);  /* heap: the page's segment's */
 void  hak_heap_process_delayed(hak_heap_t *heap);
@@ -155,11 +156,19 @@ HAK_INLINE uint16_t hak_segmap_get(const void *p) {
     uintptr_t idx = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
     return atomic_load_explicit(&hak_segmap[idx], memory_order_relaxed);
 }
-/* One multiply and one compare: is offset (from page->start) the start of a
- * carved block, on a page without flags?  A variant of Lemire's
+/* One multiply and one compare: is offset (from page->start, which for a
+ * small page is the low 16 bits of the address) the start of a carved block,
+ * on a small page without flags?  A variant of Lemire's
  * divisibility test whose bound also encodes the block count. */
 HAK_INLINE bool hak_local_block(const hak_page_t *page, size_t offset) {
     return offset * page->div_magic < page->local_limit;
+}
+/* The same for a medium or large page, whose offset is p - start.  (The
+ * empty asm makes gcc load div_magic again here rather than keep the small
+ * test's load in a register: one instruction less on the small path.) */
+HAK_INLINE bool hak_wide_block(const hak_page_t *page, const void *p) {
+    __asm__("" : "+r"(page));
+    return ((uintptr_t)p - (uintptr_t)page->start) * page->div_magic < page->wide_limit;
 }
 /* The same test against the carved blocks only, whatever the flags: for
  * remote frees and pointer validation (any thread). */
@@ -175,7 +184,10 @@ HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
     uint64_t carved = cap == 0 ? 0 : (uint64_t)(cap - 1) * page->div_step + 1;
     /* written only when it changes: remote freers read its line on every free */
     if (HAK_RELAXED(page->carved_limit) != carved) HAK_SET_RELAXED(page->carved_limit, carved);
-    page->local_limit = HAK_RELAXED(page->flags) ? 0 : carved;
+    bool fast = HAK_RELAXED(page->flags) == 0;
+    page->local_limit = fast && page->kind == HAK_PAGE_SMALL ? carved : 0;
+    uint64_t wide = fast && page->kind != HAK_PAGE_SMALL ? carved : 0;
+    if (page->wide_limit != wide) page->wide_limit = wide;   /* line 1: as carved_limit */
 }
 HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
     HAK_SET_RELAXED(page->flags, flags);
@@ -209,15 +221,18 @@ HAK_INLINE void hak_free_inline(void *p) {
     if (hak_likely(hak_segmap_get(p) == hak_tls_tag)) {
         hak_page_t *page = hak_page_of(hak_segment_of(p), p);
         hak_block_t *b = (hak_block_t *)p;
-        size_t off = (uintptr_t)p - (uintptr_t)page->start;
-        if (hak_likely(hak_local_block(page, off) && b->key != (uintptr_t)page)) {
-            b->key = (uintptr_t)page;
+        if (hak_likely((hak_local_block(page, (uint16_t)(uintptr_t)p) ||    /* small page */
+                        hak_wide_block(page, p)) &&                          /* medium, large */
+                       b->key != (uintptr_t)page)) {
             if (HAK_STATS_FULL_ENABLED) hak_stat_inc(hak_tls_heap->st_frees[page->class_idx]);
             b->next = page->local_free;
+            b->key = (uintptr_t)page;
             page->local_free = b;
             if (hak_unlikely(--page->used == 0)) hak_page_retire(page);
             return;
         }
+        hak_free_local_slow(page, p);   /* this thread's page with flags, or misuse */
+        return;
     }
     hak_free_slow(p);
 }

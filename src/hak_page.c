@@ -64,6 +64,14 @@ void hak_page_check(const hak_page_t *page) {
     if (n + page->used != page->capacity)
         hak_fatal("consistency check", "used + free != capacity in page", page);
     if (page->capacity > page->reserved) hak_fatal("consistency check", "capacity > reserved in page", page);
+    /* the fast free's limits (hak_types.h): small pages on a 64 KiB boundary */
+    uint64_t carved = page->capacity == 0 ? 0 : (uint64_t)(page->capacity - 1) * page->div_step + 1;
+    bool fast = page->flags == 0, small = page->kind == HAK_PAGE_SMALL;
+    if (page->carved_limit != carved || page->local_limit != (fast && small ? carved : 0) ||
+        page->wide_limit != (fast && !small ? carved : 0))
+        hak_fatal("consistency check", "free-check limits out of date in page", page);
+    if (small && ((uintptr_t)page->start & 0xffff) != 0)
+        hak_fatal("consistency check", "small page not on a 64 KiB boundary", page);
 }
 
 /* ---- collecting remote frees ---- */
@@ -286,6 +294,7 @@ void hak_heap_process_delayed(hak_heap_t *heap) {
  * outside hakmem's segments is the caller's case: it may be glibc's.) */
 void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out) {
     hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
+    if (page == &seg->pages[0] && seg->first_page) hak_fatal(op, "invalid pointer (not a block)", p);
     if (!page->in_use) hak_fatal(op, "double free or stale pointer (its page was already released)", p);
     *page_out = page;
     size_t off = (uintptr_t)p - (uintptr_t)page->start;
@@ -320,11 +329,30 @@ static HAK_NOINLINE void hak_free_generic(void *p) {
     else hak_free_remote(seg, page, b, 0);
 }
 
-/* free() of anything but a local block.  The common case first, in a
- * straight line: a remote free of a valid block in another heap's segment
- * (the fast path's checks, against the page's carved blocks) by a thread with
- * a heap, onto a page not marked full -- one CAS.  Everything else, a CAS
- * that lost a race included, goes on to hak_free_remote or hak_free_generic. */
+/* A free the fast path did not take although the region map says the block
+ * is this thread's: a block of a medium or large page (whose offset is not
+ * the low 16 bits of its address), of a page with flags, or misuse. */
+void hak_free_local_slow(hak_page_t *page, void *p) {
+    hak_block_t *b = (hak_block_t *)p;
+    size_t off = (uintptr_t)p - (uintptr_t)page->start;
+    if (hak_likely(hak_carved_block(page, off) && b->key != (uintptr_t)page && !HAK_STATS_FULL_ENABLED)) {
+        b->next = page->local_free;
+        b->key = (uintptr_t)page;
+        page->local_free = b;
+        page->used--;
+        if (hak_unlikely(page->flags & HAK_PAGE_IN_FULL)) hak_page_unfull(hak_tls_heap, page);
+        if (hak_unlikely(page->used == 0)) hak_page_retire(page);
+        return;
+    }
+    hak_free_generic(p);
+}
+
+/* free() of a block that is not this thread's by the region map.  The
+ * common case first, in a straight line: a remote free of a valid block in
+ * another heap's segment (the fast path's checks, against the page's carved
+ * blocks) by a thread with a heap, onto a page not marked full -- one CAS.
+ * Everything else, a CAS that lost a race included, goes on to
+ * hak_free_remote or hak_free_generic. */
 void hak_free_slow(void *p) {
     uint16_t tag = hak_segmap_get(p);
     if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST) && !HAK_STATS_FULL_ENABLED) {

@@ -102,6 +102,7 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, hak_page_kind_t kind) 
     seg->kind = (uint8_t)kind;
     seg->page_shift = (uint8_t)shift;
     seg->page_count = (uint16_t)count;
+    seg->first_page = kind == HAK_PAGE_SMALL;   /* slot 0: the header (hak_types.h) */
     seg->map_size = HAK_SEGMENT_SIZE;
     hak_segment_set_slices(seg);
     hak_segmap_set(seg, heap->tag);
@@ -235,7 +236,7 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     /* Prefer a free slot whose memory is still committed (not yet purged):
      * reusing it touches no new memory and saves the page faults. */
     hak_page_t *page = NULL;
-    for (unsigned i = 0; i < seg->page_count; i++) {
+    for (unsigned i = seg->first_page; i < seg->page_count; i++) {
         hak_page_t *pg = &seg->pages[i];
         if (pg->in_use) continue;
         if (pg->needs_purge) { page = pg; break; }
@@ -243,7 +244,7 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     }
     if (HAK_DEBUG_ENABLED && !page) hak_fatal("hak_segment_page_alloc", "segment in free list has no free page", seg);
     seg->used_pages++;
-    if (seg->used_pages == seg->page_count) hak_seglist_remove(heap, seg);
+    if (seg->used_pages == seg->page_count - seg->first_page) hak_seglist_remove(heap, seg);
     hak_segment_init_page(seg, page, cls);
     hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
     return page;

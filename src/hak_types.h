@@ -117,11 +117,16 @@ struct hak_segment_s;
  *    segment); then it is in no queue.
  *  - IN_FULL set  <=>  the page is in heap->full; then free == local_free == NULL
  *    was true when it was moved there, and NOTIFY was set in xthread_free.
- *  - local_limit == (flags ? 0 : (capacity - 1) * div_step + 1), kept by
- *    hak_page_update_limit: then for any offset o from start,
- *    o * div_magic (mod 2^64) < local_limit  <=>  o is the start of one of the
- *    capacity carved blocks (checked for all classes, offsets within the
+ *  - carved_limit == (capacity - 1) * div_step + 1 (0 if capacity == 0),
+ *    kept by hak_page_update_limit: then for any offset o from start,
+ *    o * div_magic (mod 2^64) < carved_limit  <=>  o is the start of one of
+ *    the capacity carved blocks (checked for all classes, offsets within the
  *    segment and the header below start: docs/design.md).
+ *  - local_limit == carved_limit for a small page without flags, else 0.  A
+ *    small page starts on a 64 KiB boundary, so the fast free's offset is
+ *    (uint16_t)p.  wide_limit == carved_limit for a medium or large page
+ *    without flags, else 0: the fast free's second test, with p - start.
+ *    Both 0 send every free of the page to the slow path.
  *  - Only the owning heap's thread touches anything but xthread_free.
  */
 typedef struct hak_page_s {
@@ -145,6 +150,8 @@ typedef struct hak_page_s {
                                         without flags, for remote frees */
     size_t   block_size;
     size_t   area;                   /* reserved * block_size: valid offsets from start */
+    uint64_t wide_limit;             /* local_limit's counterpart for medium and large pages,
+                                        tested with p - start (owner only) */
     uint8_t  class_idx;
     uint8_t  kind;                   /* hak_page_kind_t */
     /* line 2 -- written by remote freers */
@@ -152,6 +159,7 @@ typedef struct hak_page_s {
     uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
     uint8_t  needs_purge;            /* slot free and memory not yet returned */
 } __attribute__((aligned(64))) hak_page_t;  /* three cache lines, by writer */
+_Static_assert(__builtin_offsetof(hak_page_t, start) == 64, "line 0 is the owner's");
 
 /* hak_segment_t -- header at the start of every 4 MiB-aligned segment.
  * Invariants:
@@ -161,6 +169,10 @@ typedef struct hak_page_s {
  *    holds heap->tag for it (HAK_TAG_SHARED while cached).
  *  - slice_page[i] is the page covering bytes [i*64K, (i+1)*64K).
  *  - used_pages == number of pages with in_use; page_count = 1 << (22 - page_shift).
+ *  - A small segment never hands out slot 0 (first_page == 1): the header
+ *    lives in its first 64 KiB, so every small page starts on a 64 KiB
+ *    boundary and a local free finds a block's offset as the low 16 bits of
+ *    its address.  Pages of other kinds start after the header in slot 0.
  *  - A huge segment has one page; its mapping is map_size bytes long. */
 typedef struct hak_segment_s {
     hak_page_t *slice_page[HAK_MAX_PAGES_PER_SEGMENT]; /* 64 KiB slice -> its page */
@@ -169,6 +181,8 @@ typedef struct hak_segment_s {
     uint8_t  kind;                   /* hak_page_kind_t */
     uint16_t page_count;
     uint16_t used_pages;
+    uint8_t  first_page;             /* first slot handed out: 1 for small segments, whose
+                                        slot 0 holds the header; else 0 */
     uint16_t purge_pending;          /* free pages whose memory is still committed */
     size_t   map_size;               /* bytes mapped (huge: whole mapping) */
     struct hak_segment_s *next, *prev; /* heap's list of segments with free pages */

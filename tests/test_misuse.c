@@ -58,6 +58,17 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c, "double_free_large")) {
         char *p = malloc(100000); sink = p;
         free(p); free(p);
+    } else if (!strcmp(c, "double_free_medium")) {
+        /* medium pages: local frees take the slow path's local branch */
+        char *keep = malloc(20000), *p = malloc(20000); sink = keep;
+        free(p); free(p);
+    } else if (!strcmp(c, "interior_medium")) {
+        char *p = malloc(20000); sink = p;
+        free(p + 4096);
+    } else if (!strcmp(c, "segment_header")) {
+        /* the header of a small segment (its first 64 KiB, never a page) */
+        char *p = malloc(40); sink = p;
+        free((char *)((uintptr_t)p & ~(uintptr_t)((4 << 20) - 1)) + 256);
     } else if (!strcmp(c, "foreign_stack")) {
         char buf[64]; sink = buf;
         free(buf);

@@ -113,7 +113,7 @@ void hak_heaps_lock_for_fork(void);
 void hak_heaps_unlock_after_fork(bool child);
 
 /* ---- pages (hak_page.c) ---- */
-void *hak_malloc_slow(hak_heap_t *heap, size_t size);
+void *hak_malloc_slow(size_t size, hak_heap_t *heap);  /* size first: it is already in the first argument register */
 void  hak_free_slow(void *p);
 void  hak_free_local_slow(hak_page_t *page, void *p);
 void  hak_page_free_collect(hak_page_t *page);
@@ -161,13 +161,10 @@ HAK_INLINE uint16_t hak_segmap_get(const void *p) {
  * on a small page without flags?  A variant of Lemire's
  * divisibility test whose bound also encodes the block count. */
 HAK_INLINE bool hak_local_block(const hak_page_t *page, size_t offset) {
-    return offset * page->div_magic < page->local_limit;
+    return offset * page->local_magic < page->local_limit;
 }
-/* The same for a medium or large page, whose offset is p - start.  (The
- * empty asm makes gcc load div_magic again here rather than keep the small
- * test's load in a register: one instruction less on the small path.) */
+/* The same for a medium or large page, whose offset is p - start. */
 HAK_INLINE bool hak_wide_block(const hak_page_t *page, const void *p) {
-    __asm__("" : "+r"(page));
     return ((uintptr_t)p - (uintptr_t)page->start) * page->div_magic < page->wide_limit;
 }
 /* The same test against the carved blocks only, whatever the flags: for
@@ -210,7 +207,7 @@ HAK_INLINE void *hak_malloc_inline(size_t size) {
             return b;
         }
     }
-    return hak_malloc_slow(heap, size);
+    return hak_malloc_slow(size, heap);
 }
 
 /* free: one region-map load says "hakmem's, and this thread's heap"; the

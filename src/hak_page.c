@@ -67,7 +67,7 @@ void hak_page_check(const hak_page_t *page) {
     /* the fast free's limits (hak_types.h): small pages on a 64 KiB boundary */
     uint64_t carved = page->capacity == 0 ? 0 : (uint64_t)(page->capacity - 1) * page->div_step + 1;
     bool fast = page->flags == 0, small = page->kind == HAK_PAGE_SMALL;
-    if (page->carved_limit != carved || page->local_limit != (fast && small ? carved : 0) ||
+    if (page->carved_limit != carved || page->local_magic != page->div_magic || page->local_limit != (fast && small ? carved : 0) ||
         page->wide_limit != (fast && !small ? carved : 0))
         hak_fatal("consistency check", "free-check limits out of date in page", page);
     if (small && ((uintptr_t)page->start & 0xffff) != 0)
@@ -184,7 +184,7 @@ static hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     return page;
 }
 
-void *hak_malloc_slow(hak_heap_t *heap, size_t size) {
+void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     if (hak_unlikely(heap == &hak_heap_empty)) {
         heap = hak_heap_for_thread();
         if (!heap) { errno = ENOMEM; return NULL; }

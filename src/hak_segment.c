@@ -199,7 +199,7 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     HAK_SET_RELAXED(page->capacity, 0);
     uint64_t q = UINT64_MAX / bsize;
     if (UINT64_MAX - q * bsize == bsize - 1) q++;   /* q = floor(2^64 / bsize) */
-    page->div_magic = q + 1;
+    page->div_magic = page->local_magic = q + 1;
     page->div_step = page->div_magic * bsize;       /* mod 2^64 */
     hak_page_set_flags(page, 0);
     atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
@@ -377,7 +377,7 @@ static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
     page->block_size = page->area = map_size - offset;
     page->reserved = page->used = 1;
     HAK_SET_RELAXED(page->capacity, 1);
-    page->div_magic = 1;
+    page->div_magic = page->local_magic = 1;
     page->div_step = 0;
     hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
     hak_huge_mark(seg, map_size, true);

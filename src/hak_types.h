@@ -137,6 +137,8 @@ typedef struct hak_page_s {
     _Atomic uint8_t flags;           /* HAK_PAGE_*; read by remote freers (relaxed) */
     uint8_t  in_use;
     uint64_t local_limit;            /* see above; 0 sends every free to the slow path (owner only) */
+    uint64_t local_magic;            /* == div_magic, here so that the fast free's block test
+                                        reads no line but this one */
     _Atomic uint32_t capacity;       /* blocks carved out so far; read by remote freers */
     uint32_t reserved;               /* blocks that fit */
     struct hak_page_s *next, *prev;  /* class queue or full queue */

@@ -157,6 +157,22 @@ if [ -f "$MIMALLOC" ] && [ -x /usr/bin/strace ]; then
 else
     echo "SKIP bench.runner.end_to_end: mimalloc or strace not installed (sh bench/setup.sh)"
 fi
+
+# bench/checkcost.sh (docs/design.md, "What the misuse checks cost") edits a
+# copy of the source to take the checks out; it must still find what it edits,
+# build both variants, prove hakmem served them, and find the checks cost
+# more than nothing (and less than a tenth: 4 instructions per free)
+if command -v valgrind >/dev/null; then
+    out=$(bench/checkcost.sh 20000 2>&1)
+    cost=$(sed -n 's/.*cost +\([0-9.]*\) instr\/op.*/\1/p' <<<"$out")
+    if [ -n "$cost" ] && awk -v c="$cost" 'BEGIN { exit !(c > 0.5 && c < 6) }'; then
+        echo "PASS bench.checkcost"
+    else
+        echo "FAIL bench.checkcost: $(tail -c 300 <<<"$out")"
+    fi
+else
+    echo "SKIP bench.checkcost: valgrind not installed"
+fi
 }
 
 main | tee "$TMP/all.out"

@@ -43,6 +43,9 @@ ALLOCATORS = [
     ("tcmalloc", ["libtcmalloc_minimal.so.4"], "libtcmalloc-minimal4"),
 ]
 BASELINE = "mimalloc"
+# "candidate": a second hakmem build (--candidate-lib), proven as hakmem, for
+# A/B comparisons of two builds in one interleaved run; never in the default set
+CANDIDATE = "candidate"
 
 
 def _w(name, binary, smoke, quick, full, strace_args=None):
@@ -103,10 +106,10 @@ def find_library(names, package):
     return None
 
 
-def resolve_allocators(selected, hakmem_lib):
+def resolve_allocators(selected, hakmem_lib, candidate_lib=None):
     """Return [(name, preload path or None)]; exit 2 naming anything missing."""
     chosen, missing = [], []
-    for name, libs, pkg in ALLOCATORS:
+    for name, libs, pkg in ALLOCATORS + [(CANDIDATE, None, None)]:
         if name not in selected:
             continue
         if name == "glibc":
@@ -115,6 +118,11 @@ def resolve_allocators(selected, hakmem_lib):
             if not os.path.exists(hakmem_lib):
                 missing.append("hakmem: %s not found (run `make release` first)" % hakmem_lib)
             chosen.append((name, os.path.abspath(hakmem_lib)))
+        elif name == CANDIDATE:
+            if not candidate_lib or not os.path.exists(candidate_lib):
+                missing.append("candidate: --candidate-lib %s not found" % candidate_lib)
+            else:
+                chosen.append((name, os.path.abspath(candidate_lib)))
         else:
             path = find_library(libs, pkg)
             if not path:
@@ -349,9 +357,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="short run (3 reps, small sizes)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, for tests only")
     ap.add_argument("--reps", type=int, help="repetitions (default 5, 3 with --quick)")
-    ap.add_argument("--allocators", default=",".join(a[0] for a in ALLOCATORS))
+    ap.add_argument("--allocators", default=",".join(a[0] for a in ALLOCATORS),
+                    help="comma list from %s, and %s" % (",".join(a[0] for a in ALLOCATORS), CANDIDATE))
     ap.add_argument("--workloads", default="all", help="comma list of workload names")
     ap.add_argument("--hakmem-lib", default=os.path.join(ROOT, "build", "libhakmem.so"))
+    ap.add_argument("--candidate-lib", help="a second hakmem build, run as allocator "
+                    "'candidate' (add it to --allocators) and proven as hakmem")
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bench"))
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "results"))
     ap.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
@@ -360,7 +371,7 @@ def main():
 
     profile = "smoke" if args.smoke else "quick" if args.quick else "full"
     reps = args.reps or (1 if args.smoke else 3 if args.quick else 5)
-    known = [a[0] for a in ALLOCATORS]
+    known = [a[0] for a in ALLOCATORS] + [CANDIDATE]
     selected = [a.strip() for a in args.allocators.split(",") if a.strip()]
     bad = [a for a in selected if a not in known]
     if bad or not selected:
@@ -369,7 +380,7 @@ def main():
         w for w in WORKLOADS if w["name"] in args.workloads.split(",")]
     if not wls:
         ap.error("no workload matches %r" % args.workloads)
-    allocs = resolve_allocators(selected, args.hakmem_lib)
+    allocs = resolve_allocators(selected, args.hakmem_lib, args.candidate_lib)
     for w in wls:
         b = os.path.join(args.bin_dir, w["bin"])
         if not os.access(b, os.X_OK):
@@ -413,7 +424,7 @@ def main():
                         run.error = "bad output: %s" % e
                 if run.fields:
                     try:
-                        stats.check_proof(a, run.fields)
+                        stats.check_proof("hakmem" if a == CANDIDATE else a, run.fields)
                     except stats.ProofError as e:
                         proof_abort(w["name"], a, e, "timed")
                 runs.append(run)
@@ -448,7 +459,7 @@ def main():
                         raise stats.ParseError(describe_failure(rc, err))
                     f = stats.parse_output(out)
                     try:
-                        stats.check_proof(a, f)
+                        stats.check_proof("hakmem" if a == CANDIDATE else a, f)
                     except stats.ProofError as e:
                         proof_abort(w["name"], a, e, "strace")
                     counts = stats.parse_strace_summary(open(trace_file).read())

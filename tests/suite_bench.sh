@@ -121,6 +121,22 @@ else
     echo "FAIL bench.runner.proof_failure_is_fatal: exit $rc, stderr: $(head -c 300 "$TMP/neg.err")"
 fi
 
+# A/B of two hakmem builds: the candidate runs interleaved with hakmem and is
+# proven as hakmem; a candidate that is not hakmem aborts the run (exit 3)
+timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,candidate \
+    --candidate-lib "$PWD/build/libhakmem.so" --workloads random_mixed --out-dir "$TMP/ab" \
+    >"$TMP/ab.out" 2>"$TMP/ab.err"
+rc=$?
+order=$(grep -o '^\[ *[0-9]*/[0-9]*\] rep [0-9] random_mixed *[a-z]*' "$TMP/ab.out" | awk '{print $NF}' | tr '\n' ' ')
+timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,candidate \
+    --candidate-lib "$LIBM" --workloads random_mixed --out-dir "$TMP/abneg" >/dev/null 2>"$TMP/abneg.err"
+rc2=$?
+if [ $rc -eq 0 ] && [ "$order" = "hakmem candidate " ] && [ $rc2 -eq 3 ] && grep -q "PROOF FAILED" "$TMP/abneg.err"; then
+    echo "PASS bench.runner.candidate_build"
+else
+    echo "FAIL bench.runner.candidate_build: exit $rc/$rc2, order '$order': $(head -c 300 "$TMP/ab.err" "$TMP/abneg.err")"
+fi
+
 # A missing library must be named and be fatal (exit 2) before anything runs.
 timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,glibc \
     --hakmem-lib /nonexistent/libhakmem.so --out-dir "$TMP/miss" >"$TMP/miss.out" 2>"$TMP/miss.err"

@@ -10,9 +10,11 @@
  *           4 MiB (large, <= 2 MiB).  Huge blocks get a page of their own
  *           inside a mapping of their own.
  * segment   A 4 MiB-aligned region of 4 MiB (the earlier hakmem called these
- *           SuperSlabs).  Its header holds the page descriptors.  All pages of
- *           a segment have the same kind and belong to one heap.  Masking a
- *           block's address with ~(4 MiB - 1) gives its segment header.
+ *           SuperSlabs).  Its header holds the page descriptors (in a small
+ *           segment the header has the first 64 KiB to itself, so small pages
+ *           start on 64 KiB boundaries).  All pages of a segment have the
+ *           same kind and belong to one heap.  Masking a block's address with
+ *           ~(4 MiB - 1) gives its segment header.
  * heap      Per-thread allocation state: for every size class a queue of
  *           pages with free blocks, a queue of full pages, and the segments it
  *           owns.  A heap is reached through one initial-exec TLS pointer.

@@ -156,6 +156,18 @@ HAK_INLINE uint16_t hak_segmap_get(const void *p) {
     uintptr_t idx = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
     return atomic_load_explicit(&hak_segmap[idx], memory_order_relaxed);
 }
+/* The block test's constants (docs/design.md, "The carved-block test"):
+ * magic = floor(2^64 / size) + 1, step = magic * size mod 2^64, and the
+ * limit below which offset * magic falls exactly for the starts of the
+ * first cap blocks. */
+HAK_INLINE uint64_t hak_div_magic(size_t size) {
+    uint64_t q = UINT64_MAX / size;
+    if (UINT64_MAX - q * size == size - 1) q++;     /* q = floor(2^64 / size) */
+    return q + 1;
+}
+HAK_INLINE uint64_t hak_block_limit(uint32_t cap, uint64_t step) {
+    return cap == 0 ? 0 : (uint64_t)(cap - 1) * step + 1;
+}
 /* One multiply and one compare: is offset (from page->start, which for a
  * small page is the low 16 bits of the address) the start of a carved block,
  * on a small page without flags?  A variant of Lemire's
@@ -178,7 +190,7 @@ HAK_INLINE bool hak_carved_block(const hak_page_t *page, size_t offset) {
 #define HAK_SET_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
     uint32_t cap = HAK_RELAXED(page->capacity);
-    uint64_t carved = cap == 0 ? 0 : (uint64_t)(cap - 1) * page->div_step + 1;
+    uint64_t carved = hak_block_limit(cap, page->div_step);
     /* written only when it changes: remote freers read its line on every free */
     if (HAK_RELAXED(page->carved_limit) != carved) HAK_SET_RELAXED(page->carved_limit, carved);
     bool fast = HAK_RELAXED(page->flags) == 0;

@@ -65,7 +65,7 @@ void hak_page_check(const hak_page_t *page) {
         hak_fatal("consistency check", "used + free != capacity in page", page);
     if (page->capacity > page->reserved) hak_fatal("consistency check", "capacity > reserved in page", page);
     /* the fast free's limits (hak_types.h): small pages on a 64 KiB boundary */
-    uint64_t carved = page->capacity == 0 ? 0 : (uint64_t)(page->capacity - 1) * page->div_step + 1;
+    uint64_t carved = hak_block_limit(page->capacity, page->div_step);
     bool fast = page->flags == 0, small = page->kind == HAK_PAGE_SMALL;
     if (page->carved_limit != carved || page->local_magic != page->div_magic || page->local_limit != (fast && small ? carved : 0) ||
         page->wide_limit != (fast && !small ? carved : 0))

@@ -197,9 +197,7 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     page->reserved = (uint32_t)(len / bsize);
     page->area = (size_t)page->reserved * bsize;
     HAK_SET_RELAXED(page->capacity, 0);
-    uint64_t q = UINT64_MAX / bsize;
-    if (UINT64_MAX - q * bsize == bsize - 1) q++;   /* q = floor(2^64 / bsize) */
-    page->div_magic = page->local_magic = q + 1;
+    page->div_magic = page->local_magic = hak_div_magic(bsize);
     page->div_step = page->div_magic * bsize;       /* mod 2^64 */
     hak_page_set_flags(page, 0);
     atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);

@@ -20,6 +20,11 @@ if need api.static "$T/test_api_static"; then
     run_bin api.static 120 "$T/test_api_static" -p api.static --expect-hakmem --variant release
 fi
 
+# the fast free's block test: exact for every class, offset and capacity
+if need unit.blocktest "$T/unit_blocktest"; then
+    run_bin unit.blocktest 120 "$T/unit_blocktest" -p unit.blocktest
+fi
+
 if need stress.glibc "$T/test_stress"; then
     run_bin stress.glibc 120 "$T/test_stress" -p stress.glibc -s 0.3
 fi

@@ -44,7 +44,7 @@ TEST_VG_OBJS := $(patsubst src/%.c,$(TEST_OUT)/vg/obj/%.o,$(SRCS))
 # every tests/test_*.c gets a plain build (test_api, test_stress, test_misuse, ...)
 TEST_BINS := $(patsubst tests/%.c,$(TEST_OUT)/%,$(wildcard tests/test_*.c)) \
              $(TEST_OUT)/test_api_static $(TEST_OUT)/test_stress_static \
-             $(TEST_OUT)/test_cxx $(TEST_OUT)/check_preload \
+             $(TEST_OUT)/test_cxx $(TEST_OUT)/check_preload $(TEST_OUT)/unit_blocktest \
              $(TEST_OUT)/asan/test_api $(TEST_OUT)/asan/test_stress \
              $(TEST_OUT)/tsan/test_stress $(TEST_OUT)/vg/test_api $(TEST_OUT)/vg/test_stress
 
@@ -54,6 +54,11 @@ $(TEST_OUT)/%: tests/%.c $(TEST_HDRS)
 $(TEST_OUT)/%_static: tests/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -O2 -rdynamic $< $(TEST_STATIC_LIB) -o $@ -pthread -ldl
+# white-box: the block test's arithmetic, against src/ (no allocator linked in)
+$(TEST_OUT)/unit_blocktest: tests/unit_blocktest.c src/hak_size.c $(HDRS) $(TEST_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -O2 -g -Wall -Wextra -Wno-unused-parameter \
+	    -Wno-unused-function tests/unit_blocktest.c src/hak_size.c -o $@ -pthread
 $(TEST_OUT)/test_cxx: tests/test_cxx.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(TEST_CXXFLAGS) $< -o $@ -ldl

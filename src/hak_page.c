@@ -336,12 +336,7 @@ void hak_free_local_slow(hak_page_t *page, void *p) {
     hak_block_t *b = (hak_block_t *)p;
     size_t off = (uintptr_t)p - (uintptr_t)page->start;
     if (hak_likely(hak_carved_block(page, off) && b->key != (uintptr_t)page && !HAK_STATS_FULL_ENABLED)) {
-        b->next = page->local_free;
-        b->key = (uintptr_t)page;
-        page->local_free = b;
-        page->used--;
-        if (hak_unlikely(page->flags & HAK_PAGE_IN_FULL)) hak_page_unfull(hak_tls_heap, page);
-        if (hak_unlikely(page->used == 0)) hak_page_retire(page);
+        hak_free_local(hak_tls_heap, page, b);
         return;
     }
     hak_free_generic(p);

@@ -188,15 +188,21 @@ HAK_INLINE bool hak_carved_block(const hak_page_t *page, size_t offset) {
  * freers validating a pointer: relaxed atomics (plain moves on x86). */
 #define HAK_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define HAK_SET_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+/* What carved_limit, local_limit and wide_limit must be (hak_types.h), from
+ * the page's capacity, flags and kind: set by hak_page_update_limit and
+ * checked by hak_page_check. */
+typedef struct hak_limits_s { uint64_t carved, local, wide; } hak_limits_t;
+HAK_INLINE hak_limits_t hak_page_limits(const hak_page_t *page) {
+    uint64_t carved = hak_block_limit(HAK_RELAXED(page->capacity), page->div_step);
+    bool fast = HAK_RELAXED(page->flags) == 0, small = page->kind == HAK_PAGE_SMALL;
+    return (hak_limits_t){ carved, fast && small ? carved : 0, fast && !small ? carved : 0 };
+}
 HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
-    uint32_t cap = HAK_RELAXED(page->capacity);
-    uint64_t carved = hak_block_limit(cap, page->div_step);
+    hak_limits_t l = hak_page_limits(page);
     /* written only when it changes: remote freers read its line on every free */
-    if (HAK_RELAXED(page->carved_limit) != carved) HAK_SET_RELAXED(page->carved_limit, carved);
-    bool fast = HAK_RELAXED(page->flags) == 0;
-    page->local_limit = fast && page->kind == HAK_PAGE_SMALL ? carved : 0;
-    uint64_t wide = fast && page->kind != HAK_PAGE_SMALL ? carved : 0;
-    if (page->wide_limit != wide) page->wide_limit = wide;   /* line 1: as carved_limit */
+    if (HAK_RELAXED(page->carved_limit) != l.carved) HAK_SET_RELAXED(page->carved_limit, l.carved);
+    page->local_limit = l.local;
+    if (page->wide_limit != l.wide) page->wide_limit = l.wide;   /* line 1: as carved_limit */
 }
 HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
     HAK_SET_RELAXED(page->flags, flags);

@@ -65,12 +65,11 @@ void hak_page_check(const hak_page_t *page) {
         hak_fatal("consistency check", "used + free != capacity in page", page);
     if (page->capacity > page->reserved) hak_fatal("consistency check", "capacity > reserved in page", page);
     /* the fast free's limits (hak_types.h): small pages on a 64 KiB boundary */
-    uint64_t carved = hak_block_limit(page->capacity, page->div_step);
-    bool fast = page->flags == 0, small = page->kind == HAK_PAGE_SMALL;
-    if (page->carved_limit != carved || page->local_magic != page->div_magic || page->local_limit != (fast && small ? carved : 0) ||
-        page->wide_limit != (fast && !small ? carved : 0))
+    hak_limits_t l = hak_page_limits(page);
+    if (page->carved_limit != l.carved || page->local_limit != l.local || page->wide_limit != l.wide ||
+        page->local_magic != page->div_magic)
         hak_fatal("consistency check", "free-check limits out of date in page", page);
-    if (small && ((uintptr_t)page->start & 0xffff) != 0)
+    if (page->kind == HAK_PAGE_SMALL && ((uintptr_t)page->start & 0xffff) != 0)
         hak_fatal("consistency check", "small page not on a 64 KiB boundary", page);
 }
 

@@ -15,6 +15,8 @@
 #define HAK_INLINE      static inline __attribute__((always_inline))
 #define HAK_EXPORT      __attribute__((visibility("default")))
 
+static inline size_t hak_round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
 #ifdef HAK_DEBUG
 #define HAK_DEBUG_ENABLED 1
 #else
@@ -126,6 +128,10 @@ void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t
 void  hak_page_check(const hak_page_t *page);   /* HAK_DEBUG consistency check */
 void *hak_page_block_start(const hak_page_t *page, const void *p);
 
+/* ---- the region map (hak_segmap.c) ---- */
+void hak_segmap_set(const void *p, uint16_t v);
+hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
+
 /* ---- segments (hak_segment.c) ---- */
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls);
 void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page);
@@ -134,13 +140,15 @@ void hak_segment_release_empty(hak_heap_t *heap);
 size_t hak_segment_cache_trim(void);
 void hak_segment_lock_for_fork(void);
 void hak_segment_unlock_after_fork(bool child);
-hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
-void *hak_huge_alloc(size_t size, size_t align, bool zero);
-void  hak_huge_free(hak_segment_t *seg);
-void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size);
+void  hak_segment_set_slices(hak_segment_t *seg);
 void  hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls);
 void  hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls);
 void  hak_queue_push_back(hak_heap_t *heap, hak_page_t *page);
+
+/* ---- huge blocks (hak_huge.c) ---- */
+void *hak_huge_alloc(size_t size, size_t align, bool zero);
+void  hak_huge_free(hak_segment_t *seg);
+void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size);
 
 /* ---- page lookup ---- */
 HAK_INLINE hak_segment_t *hak_segment_of(const void *p) {

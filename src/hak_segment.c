@@ -1,5 +1,5 @@
-/* hak_segment.c -- segments, the region map, page slots, purging, and huge
- * blocks (a mapping of their own).
+/* hak_segment.c -- segments, page slots, purging and the segment cache.
+ * (The region map is hak_segmap.c; huge blocks are hak_huge.c.)
  *
  * A heap owns its segments.  A segment whose pages are all free goes to a
  * small process-wide cache (hak_opt.segment_cache entries) or back to the OS.
@@ -10,8 +10,6 @@
  * then purged by the owner on one of its slow paths: no background thread. */
 #include "hak_internal.h"
 #include <pthread.h>
-
-_Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES];
 
 static pthread_mutex_t hak_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 #define HAK_SEGMENT_CACHE_MAX 64
@@ -40,25 +38,11 @@ static void hak_cache_expire_locked(uint64_t now) {
     }
 }
 
-static void hak_segmap_set(const void *p, uint16_t v) {
-    atomic_store_explicit(&hak_segmap[(uintptr_t)p >> HAK_SEGMENT_SHIFT], v, memory_order_release);
-}
-
-hak_segment_t *hak_segment_of_checked(const void *p) {
-    if ((uintptr_t)p >> HAK_ADDRESS_BITS) return NULL;
-    uint16_t v = hak_segmap_get(p);
-    if (v == HAK_TAG_NONE) return NULL;
-    uintptr_t back = (v & HAK_TAG_BACK) ? (uintptr_t)(v & ~HAK_TAG_BACK) : 0;
-    return (hak_segment_t *)(((uintptr_t)p & ~(uintptr_t)HAK_SEGMENT_MASK) - (back << HAK_SEGMENT_SHIFT));
-}
-
-static size_t hak_round_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
-
 static size_t hak_segment_header_size(unsigned page_count) {
     return hak_round_up(sizeof(hak_segment_t) + page_count * sizeof(hak_page_t), 256);
 }
 
-static void hak_segment_set_slices(hak_segment_t *seg) {
+void hak_segment_set_slices(hak_segment_t *seg) {
     unsigned per_page = 1u << (seg->page_shift - HAK_SLICE_SHIFT);
     for (unsigned i = 0; i < HAK_MAX_PAGES_PER_SEGMENT; i++) {
         unsigned pi = i / per_page;
@@ -341,105 +325,4 @@ void hak_segment_purge_due(hak_heap_t *heap, bool force) {
         }
     }
     heap->purge_due_ms = next_due;
-}
-
-/* ---- huge blocks ---- */
-
-static size_t hak_huge_header(void) { return sizeof(hak_segment_t) + sizeof(hak_page_t); }
-
-/* Mark (or clear) every 4 MiB unit of a huge mapping in the region map, so
- * that hakmem_owns() knows its interior and free() of an interior pointer is
- * reported as such.  Unit u points back u units to the header. */
-static void hak_huge_mark(hak_segment_t *seg, size_t map_size, bool on) {
-    size_t units = (map_size + HAK_SEGMENT_SIZE - 1) >> HAK_SEGMENT_SHIFT;
-    if (units > HAK_TAG_LAST) units = HAK_TAG_LAST;
-    for (size_t u = 0; u < units; u++) {
-        uint16_t v = !on ? HAK_TAG_NONE : u == 0 ? HAK_TAG_SHARED : (uint16_t)(HAK_TAG_BACK | u);
-        hak_segmap_set((uint8_t *)seg + (u << HAK_SEGMENT_SHIFT), v);
-    }
-}
-
-static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
-    seg->heap = NULL;
-    seg->kind = HAK_PAGE_HUGE;
-    seg->page_shift = HAK_SEGMENT_SHIFT;
-    seg->page_count = 1;
-    seg->used_pages = 1;
-    seg->map_size = map_size;
-    hak_segment_set_slices(seg);
-    hak_page_t *page = &seg->pages[0];
-    page->kind = HAK_PAGE_HUGE;
-    page->class_idx = 255;
-    page->in_use = 1;
-    page->start = (uint8_t *)seg + offset;
-    page->block_size = page->area = map_size - offset;
-    page->reserved = page->used = 1;
-    HAK_SET_RELAXED(page->capacity, 1);
-    page->div_magic = page->local_magic = 1;
-    page->div_step = 0;
-    hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
-    hak_huge_mark(seg, map_size, true);
-}
-
-void *hak_huge_alloc(size_t size, size_t align, bool zero) {
-    (void)zero; /* fresh mappings are zero */
-    if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
-    size_t offset = hak_round_up(hak_huge_header(), align);
-    size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
-    if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
-    size_t map_size = hak_round_up(offset + size, hak_os_page_size());
-    hak_segment_t *seg = hak_os_map_aligned(map_size, map_align);
-    if (!seg) { errno = ENOMEM; return NULL; }
-    hak_huge_setup(seg, map_size, offset);
-    hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
-    return seg->pages[0].start;
-}
-
-void hak_huge_free(hak_segment_t *seg) {
-    hak_huge_mark(seg, seg->map_size, false);
-    hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
-    hak_os_unmap(seg, seg->map_size);
-}
-
-/* Resize a huge block by moving pages, never copying them: in place when the
- * address space after it is free, else into a new 4 MiB-aligned reservation.
- * Returns the new pointer, or NULL (errno set) leaving the block untouched. */
-void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
-    hak_page_t *page = &seg->pages[0];
-    size_t offset = (size_t)(page->start - (uint8_t *)seg);
-    if (offset >= HAK_SEGMENT_SIZE || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
-    size_t new_map = hak_round_up(offset + size, hak_os_page_size());
-    size_t old_map = seg->map_size;
-    if (new_map <= old_map) {
-        /* Shrink: give back the tail if it is worth a syscall. */
-        if (old_map - new_map >= ((size_t)1 << 20)) {
-            if (hak_os_remap(seg, old_map, new_map, NULL)) {
-                hak_huge_mark(seg, old_map, false);
-                hak_huge_mark(seg, new_map, true);
-                seg->map_size = new_map;
-                page->block_size = page->area = new_map - offset;
-            }
-        }
-        return p;
-    }
-    if (hak_os_remap(seg, old_map, new_map, NULL)) {
-        seg->map_size = new_map;
-        page->block_size = page->area = new_map - offset;
-        hak_huge_mark(seg, new_map, true);
-        return p;
-    }
-    void *dest = hak_os_reserve_aligned(new_map, HAK_SEGMENT_SIZE);
-    if (!dest) { errno = ENOMEM; return NULL; }
-    hak_huge_mark(seg, old_map, false);
-    hak_segment_t *moved = hak_os_remap(seg, old_map, new_map, dest);
-    if (!moved) {
-        hak_huge_mark(seg, old_map, true);
-        hak_os_unmap(dest, new_map);
-        errno = ENOMEM;
-        return NULL;
-    }
-    /* The reservation's accounting was replaced by the moved mapping. */
-    hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)new_map);
-    hak_huge_setup(moved, new_map, offset);
-    return moved->pages[0].start;
 }

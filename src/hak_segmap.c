@@ -1,0 +1,19 @@
+/* hak_segmap.c -- the region map: 16 bits per 4 MiB of address space, saying
+ * whether hakmem owns the unit and which heap's segment it is (HAK_TAG_*,
+ * hak_types.h).  free() reads it inline (hak_segmap_get); every write goes
+ * through hak_segmap_set. */
+#include "hak_internal.h"
+
+_Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES];
+
+void hak_segmap_set(const void *p, uint16_t v) {
+    atomic_store_explicit(&hak_segmap[(uintptr_t)p >> HAK_SEGMENT_SHIFT], v, memory_order_release);
+}
+
+hak_segment_t *hak_segment_of_checked(const void *p) {
+    if ((uintptr_t)p >> HAK_ADDRESS_BITS) return NULL;
+    uint16_t v = hak_segmap_get(p);
+    if (v == HAK_TAG_NONE) return NULL;
+    uintptr_t back = (v & HAK_TAG_BACK) ? (uintptr_t)(v & ~HAK_TAG_BACK) : 0;
+    return (hak_segment_t *)(((uintptr_t)p & ~(uintptr_t)HAK_SEGMENT_MASK) - (back << HAK_SEGMENT_SHIFT));
+}

@@ -34,17 +34,14 @@ def edit(path, pairs):
         s = re.sub(old, new, s, count=1, flags=re.S) if regex else s.replace(old, new, 1)
     open(path, "w").write(s)
 edit(root + "/src/hak_internal.h", [
-    (r"\(hak_local_block\(page, \(uint16_t\)\(uintptr_t\)p\) \|\|.*?b->key != \(uintptr_t\)page\)",
+    (r"\(hak_local_block\(page, \(uint16_t\)\(uintptr_t\)p\) \|\|.*?b->key != page->local_key\)",
      "page->flags == 0)", True),
     ("            b->key = 0;\n", "", False),                       # malloc: no key to clear
-    ("            b->key = (uintptr_t)page;\n", "", False),         # free: no key to write
+    ("            b->key = page->local_key;\n", "", False),         # free: no key to write
 ])
-edit(root + "/src/hak_page.c", [
-    ("hak_carved_block(page, off) && b->key != (uintptr_t)page && !HAK_STATS",
-     "hak_carved_block(page, off) && !HAK_STATS", False),
-    ("hak_carved_block(page, off) && b->key != (uintptr_t)page && seg->heap != self",
-     "hak_carved_block(page, off) && seg->heap != self", False),
-    ('if (b->key == (uintptr_t)page) hak_fatal("free()", "double free of", p);', "", False),
+edit(root + "/src/hak_free.c", [
+    (" &&\n           ((const hak_block_t *)p)->key != page->free_key;", ";", False),
+    ('if (b->key == page->free_key) hak_fatal("free()", "double free of", p);', "", False),
 ])
 PY
 for v in checked unchecked; do

@@ -46,8 +46,8 @@ void *hak_realloc(void *p, size_t size) {
         return q;
     }
     hak_page_t *page;
-    uint8_t *block = hak_block_in(seg, p, "realloc()", &page);
-    if (((hak_block_t *)block)->key == (uintptr_t)page && !(page->flags & HAK_PAGE_IS_HUGE))
+    uint8_t *block = (uint8_t *)hak_block_in(seg, p, "realloc()", &page);
+    if (((hak_block_t *)block)->key == page->free_key && !(page->flags & HAK_PAGE_IS_HUGE))
         hak_fatal("realloc()", "pointer already freed", p);
     size_t usable = page->block_size - (size_t)((uint8_t *)p - block);
     if (page->flags & HAK_PAGE_IS_HUGE) {
@@ -59,8 +59,9 @@ void *hak_realloc(void *p, size_t size) {
         }
     }
     if (size <= usable && size >= usable / 2) return p;
-    if (size > usable && size <= HAK_LARGE_MAX && page->kind == HAK_PAGE_LARGE && page->flags == 0 &&
-        block == page->start && page->used == 1 && seg->heap == hak_tls_heap &&
+    /* the owner test first: another thread's page's used and flags are not ours to read */
+    if (size > usable && size <= HAK_LARGE_MAX && seg->heap == hak_tls_heap && page->kind == HAK_PAGE_LARGE &&
+        page->flags == 0 && block == page->start && page->used == 1 &&
         hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE) {
         hak_page_reclass(seg->heap, page, hak_size_class(size));   /* grow in place */
         return p;
@@ -97,6 +98,9 @@ void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
         if (!p) return NULL;
         uint8_t *q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
         if (q != p) {
+            /* p's first word lies before q: it names q, the one pointer
+             * free() accepts for this block (hak_free.c) */
+            *(uintptr_t *)p = hak_aligned_mark(q);
             hak_segment_t *seg = hak_segment_of(p);
             hak_page_t *page = hak_page_of(seg, p);            /* our own page */
             hak_page_set_flags(page, page->flags | HAK_PAGE_HAS_ALIGNED);
@@ -149,7 +153,7 @@ size_t hak_usable_size(const void *p) {
         return n;
     }
     hak_page_t *page;
-    uint8_t *block = hak_block_in(seg, p, "malloc_usable_size()", &page);
+    uint8_t *block = (uint8_t *)hak_block_in(seg, p, "malloc_usable_size()", &page);
     if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
     return page->block_size - (size_t)((const uint8_t *)p - block);
 }

@@ -34,6 +34,7 @@ static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
     HAK_SET_RELAXED(page->capacity, 1);
     page->div_magic = page->local_magic = 1;
     page->div_step = 0;
+    page->free_key = page->local_key = hak_page_key(page);
     hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
     hak_huge_mark(seg, map_size, true);
 }

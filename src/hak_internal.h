@@ -76,6 +76,28 @@ uint64_t hak_os_now_ms(void);
 uint64_t hak_os_rss_peak_bytes(void);
 size_t hak_os_rss_bytes(void);
 void hak_os_write_err(const char *s, size_t n);
+bool hak_os_random(void *buf, size_t n);        /* getrandom; false if none */
+
+/* ---- process secrets (hak_secret.c) ---- */
+extern _Atomic uint64_t hak_secrets[2];
+uint64_t hak_secret_init(unsigned i);
+HAK_INLINE uint64_t hak_secret(unsigned i) {
+    uint64_t s = atomic_load_explicit(&hak_secrets[i], memory_order_relaxed);
+    return hak_likely(s != 0) ? s : hak_secret_init(i);
+}
+/* A page's free_key: its address mixed with secret 0 by an invertible
+ * multiply, so a freed block shows neither the address nor the secret. */
+HAK_INLINE uintptr_t hak_page_key(const void *page) {
+    return (((uintptr_t)page ^ hak_secret(0)) * 0x9e3779b97f4a7c15u) | 1u;
+}
+/* The mark an aligned block keeps in its block's first word: the pointer
+ * handed out (q), encoded with secret 1. */
+HAK_INLINE uintptr_t hak_aligned_mark(const void *q) {
+    return ((uintptr_t)q ^ hak_secret(1)) * 0xd6e8feb86659fd93u;
+}
+HAK_INLINE uintptr_t hak_aligned_unmark(uintptr_t mark) {
+    return (mark * 0xcfee444d8b59a89bu) ^ hak_secret(1);   /* the multiplier's inverse mod 2^64 */
+}
 
 /* ---- errors and messages (hak_error.c) ---- */
 __attribute__((noreturn, cold)) void hak_fatal(const char *op, const char *what, const void *p);
@@ -116,17 +138,18 @@ void hak_heaps_unlock_after_fork(bool child);
 
 /* ---- pages (hak_page.c) ---- */
 void *hak_malloc_slow(size_t size, hak_heap_t *heap);  /* size first: it is already in the first argument register */
-void  hak_free_slow(void *p);
-void  hak_free_local_slow(hak_page_t *page, void *p);
 void  hak_page_free_collect(hak_page_t *page);
 void  hak_page_retire(hak_page_t *page);  /* heap: the page's segment's */
-void  hak_heap_process_delayed(hak_heap_t *heap);
 void  hak_queue_set_direct(hak_heap_t *heap, unsigned cls);
 void  hak_queue_remove(hak_heap_t *heap, hak_page_t *page);
 void  hak_page_unfull(hak_heap_t *heap, hak_page_t *page);
-void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out);
 void  hak_page_check(const hak_page_t *page);   /* HAK_DEBUG consistency check */
-void *hak_page_block_start(const hak_page_t *page, const void *p);
+
+/* ---- free (hak_free.c): everything the inline fast free does not finish ---- */
+void  hak_free_slow(void *p);                        /* region map: not this thread's */
+void  hak_free_local_slow(hak_page_t *page, void *p); /* region map: this thread's */
+void  hak_heap_process_delayed(hak_heap_t *heap);
+hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out);
 
 /* ---- the region map (hak_segmap.c) ---- */
 void hak_segmap_set(const void *p, uint16_t v);
@@ -187,8 +210,9 @@ HAK_INLINE bool hak_local_block(const hak_page_t *page, size_t offset) {
 HAK_INLINE bool hak_wide_block(const hak_page_t *page, const void *p) {
     return ((uintptr_t)p - (uintptr_t)page->start) * page->div_magic < page->wide_limit;
 }
-/* The same test against the carved blocks only, whatever the flags: for
- * remote frees and pointer validation (any thread). */
+/* The same test against the carved blocks, for remote and slow frees (any
+ * thread): true for the start of a carved block of a page without aligned
+ * blocks that is not huge. */
 HAK_INLINE bool hak_carved_block(const hak_page_t *page, size_t offset) {
     return offset * page->div_magic < atomic_load_explicit(&page->carved_limit, memory_order_relaxed);
 }
@@ -198,11 +222,14 @@ HAK_INLINE bool hak_carved_block(const hak_page_t *page, size_t offset) {
 #define HAK_SET_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 /* What carved_limit, local_limit and wide_limit must be (hak_types.h), from
  * the page's capacity, flags and kind: set by hak_page_update_limit and
- * checked by hak_page_check. */
+ * checked by hak_page_check.  A page with aligned blocks or a huge page has
+ * carved_limit 0: its frees all take the complete check (hak_block_in). */
 typedef struct hak_limits_s { uint64_t carved, local, wide; } hak_limits_t;
 HAK_INLINE hak_limits_t hak_page_limits(const hak_page_t *page) {
-    uint64_t carved = hak_block_limit(HAK_RELAXED(page->capacity), page->div_step);
-    bool fast = HAK_RELAXED(page->flags) == 0, small = page->kind == HAK_PAGE_SMALL;
+    uint8_t flags = HAK_RELAXED(page->flags);
+    uint64_t carved = (flags & (HAK_PAGE_HAS_ALIGNED | HAK_PAGE_IS_HUGE)) ? 0 :
+                      hak_block_limit(HAK_RELAXED(page->capacity), page->div_step);
+    bool fast = flags == 0, small = page->kind == HAK_PAGE_SMALL;
     return (hak_limits_t){ carved, fast && small ? carved : 0, fast && !small ? carved : 0 };
 }
 HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
@@ -241,15 +268,17 @@ HAK_INLINE void *hak_malloc_inline(size_t size) {
  * boundary, not already free) and a local push.  Everything else -- remote
  * frees, full pages, aligned blocks, huge blocks, misuse -- is the slow path. */
 HAK_INLINE void hak_free_inline(void *p) {
-    if (hak_likely(hak_segmap_get(p) == hak_tls_tag)) {
-        hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+    uintptr_t unit = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
+    if (hak_likely(atomic_load_explicit(&hak_segmap[unit], memory_order_relaxed) == hak_tls_tag)) {
+        hak_segment_t *seg = (hak_segment_t *)(unit << HAK_SEGMENT_SHIFT);
+        hak_page_t *page = hak_page_of(seg, p);
         hak_block_t *b = (hak_block_t *)p;
         if (hak_likely((hak_local_block(page, (uint16_t)(uintptr_t)p) ||    /* small page */
                         hak_wide_block(page, p)) &&                          /* medium, large */
-                       b->key != (uintptr_t)page)) {
+                       b->key != page->local_key)) {
             if (HAK_STATS_FULL_ENABLED) hak_stat_inc(hak_tls_heap->st_frees[page->class_idx]);
             b->next = page->local_free;
-            b->key = (uintptr_t)page;
+            b->key = page->local_key;
             page->local_free = b;
             if (hak_unlikely(--page->used == 0)) hak_page_retire(page);
             return;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/auxv.h>
+#include <sys/random.h>
 
 static size_t hak_page_size_cached;
 
@@ -155,4 +156,18 @@ void hak_os_write_err(const char *s, size_t n) {
         if (w <= 0) return;
         s += w; n -= (size_t)w;
     }
+}
+
+/* Fill buf with n random bytes from the kernel (getrandom: no file, no
+ * allocation).  False if the kernel gives none. */
+bool hak_os_random(void *buf, size_t n) {
+    int saved = errno;
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, GRND_NONBLOCK);
+        if (r <= 0) { if (r < 0 && errno == EINTR) continue; errno = saved; return false; }
+        p += r; n -= (size_t)r;
+    }
+    errno = saved;
+    return true;
 }

@@ -67,7 +67,7 @@ void hak_page_check(const hak_page_t *page) {
     /* the fast free's limits (hak_types.h): small pages on a 64 KiB boundary */
     hak_limits_t l = hak_page_limits(page);
     if (page->carved_limit != l.carved || page->local_limit != l.local || page->wide_limit != l.wide ||
-        page->local_magic != page->div_magic)
+        page->local_magic != page->div_magic || page->local_key != page->free_key)
         hak_fatal("consistency check", "free-check limits out of date in page", page);
     if (page->kind == HAK_PAGE_SMALL && ((uintptr_t)page->start & 0xffff) != 0)
         hak_fatal("consistency check", "small page not on a 64 KiB boundary", page);
@@ -202,6 +202,7 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
             atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
             page->free = page->local_free;
             page->local_free = NULL;
+            hak_page_check(page);   /* debug build */
         } else {
             page = NULL;
         }
@@ -217,163 +218,4 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     page->used++;
     if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[cls]);
     return b;
-}
-
-/* ---- free slow path ---- */
-
-void *hak_page_block_start(const hak_page_t *page, const void *p) {
-    size_t off = (uintptr_t)p - (uintptr_t)page->start;
-    return page->start + (off / page->block_size) * page->block_size;
-}
-
-/* Local free of a block known to be valid; handles full and empty pages. */
-static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
-    b->key = (uintptr_t)page;
-    b->next = page->local_free;
-    page->local_free = b;
-    page->used--;
-    if (page->flags & HAK_PAGE_IN_FULL) hak_page_unfull(heap, page);
-    if (page->used == 0) hak_page_retire(page);
-}
-
-/* Remote free: push onto the page's lock-free list, or -- when the owner
- * marked the page full -- clear the mark and hand the block to the owning
- * heap's delayed list so the owner sees the page again.  The heap pointer is
- * read before the push: the block is still counted as used, so the segment
- * cannot go away until the owner has seen it, and heaps are never freed. */
-static HAK_NOINLINE void hak_free_remote(hak_segment_t *seg, hak_page_t *page, hak_block_t *b,
-                                         unsigned retries) {
-    hak_heap_t *heap = seg->heap;
-    unsigned cls = page->class_idx;    /* read before the push: after it the page may be gone */
-    b->key = (uintptr_t)page;
-    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), desired;
-    bool notify;
-    for (;;) {
-        notify = (tf & HAK_TF_NOTIFY) != 0;
-        if (notify) desired = tf & ~HAK_TF_NOTIFY;
-        else { b->next = (hak_block_t *)tf; desired = (uintptr_t)b; }
-        if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, desired,
-                                                  memory_order_release, memory_order_relaxed)) break;
-        retries++;
-    }
-    if (notify) {
-        hak_block_t *head = atomic_load_explicit(&heap->xdelayed, memory_order_relaxed);
-        do { b->next = head; } while (!atomic_compare_exchange_weak_explicit(&heap->xdelayed, &head, b,
-                                                    memory_order_release, memory_order_relaxed));
-    }
-    /* Counted by the freeing thread in its own heap: no shared cache line, no
-     * lock prefix.  A thread that only frees (a consumer) gets a heap on its
-     * first remote free, as if it had allocated -- but not while it exits:
-     * a heap taken after its destructor ran would never be abandoned. */
-    hak_heap_t *self = hak_tls_heap;
-    if (cls >= HAK_CLASS_COUNT) return;
-    if (hak_unlikely(self == &hak_heap_empty)) {
-        if (hak_tls_exiting || !(self = hak_heap_for_thread())) return;
-    }
-    hak_stat_inc(self->st_remote[cls]);
-    if (retries)
-        atomic_store_explicit(&self->st_cas_retries,
-            atomic_load_explicit(&self->st_cas_retries, memory_order_relaxed) + retries, memory_order_relaxed);
-}
-
-void hak_heap_process_delayed(hak_heap_t *heap) {
-    if (!atomic_load_explicit(&heap->xdelayed, memory_order_relaxed)) return;
-    hak_block_t *b = atomic_exchange_explicit(&heap->xdelayed, NULL, memory_order_acquire);
-    while (b) {
-        hak_block_t *next = b->next;
-        hak_segment_t *seg = hak_segment_of(b);
-        hak_free_local(heap, hak_page_of(seg, b), b);
-        b = next;
-    }
-}
-
-/* Validate p, in hakmem's segment seg, for operation op and return its
- * block's start (and page).  Reports misuse and aborts: a pointer inside a
- * block, one in a free page slot, one past the carved blocks.  (A pointer
- * outside hakmem's segments is the caller's case: it may be glibc's.) */
-void *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out) {
-    hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
-    if (page == &seg->pages[0] && seg->first_page) hak_fatal(op, "invalid pointer (not a block)", p);
-    if (!page->in_use) hak_fatal(op, "double free or stale pointer (its page was already released)", p);
-    *page_out = page;
-    size_t off = (uintptr_t)p - (uintptr_t)page->start;
-    if (page->flags & HAK_PAGE_IS_HUGE) {
-        if (off != 0) hak_fatal(op, "invalid pointer (inside a huge block)", p);
-        return (void *)p;
-    }
-    uint32_t cap = HAK_RELAXED(page->capacity);
-    if (off >= (size_t)cap * page->block_size) hak_fatal(op, "invalid pointer (not a block)", p);
-    if (hak_carved_block(page, off)) return (void *)p;
-    if (!(page->flags & HAK_PAGE_HAS_ALIGNED)) hak_fatal(op, "invalid pointer (inside a block)", p);
-    return hak_page_block_start(page, p);
-}
-
-/* Everything free() does not take on one of its two quick paths: NULL,
- * foreign (glibc's) blocks, huge blocks, pages with flags, aligned blocks,
- * heaps without a fast-path tag, and every misuse. */
-static HAK_NOINLINE void hak_free_generic(void *p) {
-    if (p == NULL) return;
-    hak_segment_t *seg = hak_segment_of_checked(p);
-    if (hak_unlikely(!seg)) {
-        if (hak_foreign_free(p)) return;
-        hak_fatal("free()", "invalid pointer (not allocated by hakmem)", p);
-    }
-    hak_page_t *page;
-    hak_block_t *b = hak_block_in(seg, p, "free()", &page);
-    if (HAK_STATS_FULL_ENABLED && hak_tls_heap != &hak_heap_empty)
-        hak_stat_inc(hak_tls_heap->st_frees[(page->flags & HAK_PAGE_IS_HUGE) ? HAK_CLASS_COUNT : page->class_idx]);
-    if (page->flags & HAK_PAGE_IS_HUGE) { hak_huge_free(seg); return; }
-    if (b->key == (uintptr_t)page) hak_fatal("free()", "double free of", p);
-    if (seg->heap == hak_tls_heap) hak_free_local(seg->heap, page, b);
-    else hak_free_remote(seg, page, b, 0);
-}
-
-/* A free the fast path did not take although the region map says the block
- * is this thread's: a block of a medium or large page (whose offset is not
- * the low 16 bits of its address), of a page with flags, or misuse. */
-void hak_free_local_slow(hak_page_t *page, void *p) {
-    hak_block_t *b = (hak_block_t *)p;
-    size_t off = (uintptr_t)p - (uintptr_t)page->start;
-    if (hak_likely(hak_carved_block(page, off) && b->key != (uintptr_t)page && !HAK_STATS_FULL_ENABLED)) {
-        hak_free_local(hak_tls_heap, page, b);
-        return;
-    }
-    hak_free_generic(p);
-}
-
-/* free() of a block that is not this thread's by the region map.  The
- * common case first, in a straight line: a remote free of a valid block in
- * another heap's segment (the fast path's checks, against the page's carved
- * blocks) by a thread with a heap, onto a page not marked full -- one CAS.
- * Everything else, a CAS that lost a race included, goes on to
- * hak_free_remote or hak_free_generic. */
-void hak_free_slow(void *p) {
-    uint16_t tag = hak_segmap_get(p);
-    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST) && !HAK_STATS_FULL_ENABLED) {
-        hak_segment_t *seg = hak_segment_of(p);
-        hak_page_t *page = hak_page_of(seg, p);
-        hak_block_t *b = (hak_block_t *)p;
-        size_t off = (uintptr_t)p - (uintptr_t)page->start;
-        hak_heap_t *self = hak_tls_heap;
-        if (hak_carved_block(page, off) && b->key != (uintptr_t)page && seg->heap != self) {
-            unsigned retries = 0;
-            if (hak_likely(self != &hak_heap_empty)) {
-                unsigned cls = page->class_idx;    /* before the push: after it the page may be gone */
-                b->key = (uintptr_t)page;
-                uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
-                if (hak_likely(!(tf & HAK_TF_NOTIFY))) {
-                    b->next = (hak_block_t *)tf;
-                    if (hak_likely(atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf,
-                            (uintptr_t)b, memory_order_release, memory_order_relaxed))) {
-                        hak_stat_inc(self->st_remote[cls]);
-                        return;
-                    }
-                    retries = 1;
-                }
-            }
-            hak_free_remote(seg, page, b, retries);
-            return;
-        }
-    }
-    hak_free_generic(p);
 }

@@ -5,9 +5,10 @@
  * block     One allocation as the user sees it.  Blocks carry no header: the
  *           block's page is found from its address alone.
  * page      A run of memory holding blocks of one size class, with three
- *           free lists (see hak_page_t).  A page is 64 KiB (blocks <= 8 KiB),
- *           128/256/512 KiB (medium, <= 16/32/64 KiB: 8..64 blocks a page) or
- *           4 MiB (large, <= 2 MiB).  Huge blocks get a page of their own
+ *           free lists (see hak_page_t).  A page is 64 KiB (small: blocks
+ *           <= 8 KiB, so 8 to 4,096 blocks a page), 128/256/512 KiB (medium,
+ *           <= 16/32/64 KiB: 8..15 blocks a page) or 4 MiB (large, <= 2 MiB:
+ *           one to a few blocks).  Huge blocks get a page of their own
  *           inside a mapping of their own.
  * segment   A 4 MiB-aligned region of 4 MiB (the earlier hakmem called these
  *           SuperSlabs).  Its header holds the page descriptors (in a small
@@ -62,8 +63,10 @@
 #define HAK_DIRECT_COUNT ((HAK_DIRECT_MAX >> 4) + 1)
 
 #define HAK_MIN_ALIGN 16
-/* Address space the region map covers: 47 bits (x86-64 and aarch64 user space
- * with 4-level tables; mmap never returns more without an explicit hint). */
+/* Address space the region map covers: 47 bits.  The kernel may hand out
+ * more (5-level tables, a 48-bit aarch64 space, an mmap hint taken up high):
+ * the OS layer (hak_os.c) checks every mapping and never passes on memory
+ * the map cannot describe, and hak_segmap_set refuses indices outside it. */
 #define HAK_ADDRESS_BITS 47
 #define HAK_SEGMAP_ENTRIES ((size_t)1 << (HAK_ADDRESS_BITS - HAK_SEGMENT_SHIFT))
 #define HAK_TAG_NONE   0       /* not hakmem's */
@@ -74,9 +77,9 @@
 #define HAK_TAG_INVALID 0xffff /* a thread with no heap: matches no entry */
 #define HAK_SLICE_SHIFT 16     /* segment page table granularity (64 KiB) */
 
-/* Page kinds: a page holds 8..64 blocks of its class (large pages fewer), so
- * that a class's partly used page keeps little idle memory.  All pages of a
- * segment have one kind. */
+/* Page kinds: a small page holds 8..4,096 blocks of its class, a medium page
+ * 8..15, a large page one to a few, so that a class's partly used medium or
+ * large page keeps little idle memory.  All pages of a segment have one kind. */
 typedef enum hak_page_kind_e {
     HAK_PAGE_SMALL = 0,     /* 64 KiB pages, blocks <= 8 KiB */
     HAK_PAGE_MEDIUM1 = 1,   /* 128 KiB pages, blocks <= 16 KiB */
@@ -87,10 +90,13 @@ typedef enum hak_page_kind_e {
 } hak_page_kind_t;
 #define HAK_PAGE_KINDS 5   /* kinds that live in shared segments */
 
-/* A free block: the first word links the free list; the second holds the
- * address of its page descriptor while the block is free (double-free
- * detection: no live block holds that address, because malloc clears it and
- * users never see descriptors). */
+/* A free block: the first word links the free list; the second holds its
+ * page's free_key while the block is free (double-free detection: malloc
+ * clears the word, and the key is the page address mixed with a secret drawn
+ * at start-up, so no program stores it by chance and freed memory reveals no
+ * metadata address).  A block handed out by an aligned allocation at an
+ * interior offset q keeps, in its first word (which lies before q), q encoded
+ * with a second secret (hak_aligned_mark): free() accepts exactly q. */
 typedef struct hak_block_s {
     struct hak_block_s *next;
     uintptr_t key;
@@ -112,8 +118,9 @@ struct hak_segment_s;
  * Invariants (owner thread's view, between operations):
  *  - free, local_free are lists of blocks inside [start, start+capacity*block_size),
  *    each at a multiple of block_size from start; they are disjoint.
- *  - used = capacity - |free| - |local_free| - (blocks on xthread_free or on
- *    the heap's xdelayed list that belong here).
+ *  - used = capacity - |free| - |local_free|.  Blocks freed remotely (on
+ *    xthread_free, or on the heap's xdelayed list) still count as used until
+ *    the owner collects them.
  *  - capacity <= reserved; blocks at index >= capacity were never handed out.
  *  - in_use == 0  <=>  the page is not assigned to a class (free slot in its
  *    segment); then it is in no queue.
@@ -135,35 +142,43 @@ typedef struct hak_page_s {
     /* line 0 -- the owner's: written by malloc and free */
     hak_block_t *free;               /* blocks malloc pops */
     hak_block_t *local_free;         /* blocks the owner freed */
-    uint32_t used;                   /* blocks handed out and not yet freed back */
-    _Atomic uint8_t flags;           /* HAK_PAGE_*; read by remote freers (relaxed) */
+    uint32_t used;                   /* see the invariants above */
+    _Atomic uint32_t capacity;       /* blocks carved out so far; read by validation (any thread) */
+    _Atomic uint8_t flags;           /* HAK_PAGE_*; read by validation (relaxed) */
     uint8_t  in_use;
     uint64_t local_limit;            /* see above; 0 sends every free to the slow path (owner only) */
     uint64_t local_magic;            /* == div_magic, here so that the fast free's block test
                                         reads no line but this one */
-    _Atomic uint32_t capacity;       /* blocks carved out so far; read by remote freers */
-    uint32_t reserved;               /* blocks that fit */
-    struct hak_page_s *next, *prev;  /* class queue or full queue */
+    uintptr_t local_key;             /* == free_key, here for the fast free */
+    struct hak_page_s *next;         /* class queue or full queue */
     /* line 1 -- read-mostly: set when the page gets its class, read by the
      * owner's free and by remote freers (which thus never read line 0, the
      * line the owner keeps writing) */
     _Alignas(64) uint8_t *start;     /* first block */
     uint64_t div_magic;              /* floor(2^64 / block_size) + 1 */
-    uint64_t div_step;               /* div_magic * block_size mod 2^64 */
-    _Atomic uint64_t carved_limit;   /* (capacity - 1) * div_step + 1, or 0: the same test
-                                        without flags, for remote frees */
+    _Atomic uint64_t carved_limit;   /* (capacity - 1) * div_step + 1, or 0 for a page with
+                                        aligned blocks or a huge page: the quick block test of
+                                        remote and slow frees */
     size_t   block_size;
-    size_t   area;                   /* reserved * block_size: valid offsets from start */
     uint64_t wide_limit;             /* local_limit's counterpart for medium and large pages,
                                         tested with p - start (owner only) */
+    struct hak_page_s *prev;         /* queue link (owner only, slow paths) */
+    uintptr_t free_key;              /* what a free block of this page holds in its key word:
+                                        the page's address mixed with a process secret
+                                        (hak_page_key), so freed memory shows no address */
+    uint32_t reserved;               /* blocks that fit */
     uint8_t  class_idx;
     uint8_t  kind;                   /* hak_page_kind_t */
     /* line 2 -- written by remote freers */
     _Alignas(64) _Atomic(uintptr_t) xthread_free; /* remote frees (lock-free stack) | HAK_TF_NOTIFY */
+    uint64_t div_step;               /* div_magic * block_size mod 2^64 (owner, slow paths) */
+    size_t   area;                   /* reserved * block_size: valid offsets from start */
     uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
     uint8_t  needs_purge;            /* slot free and memory not yet returned */
 } __attribute__((aligned(64))) hak_page_t;  /* three cache lines, by writer */
 _Static_assert(__builtin_offsetof(hak_page_t, start) == 64, "line 0 is the owner's");
+_Static_assert(__builtin_offsetof(hak_page_t, xthread_free) == 128, "line 1 holds 64 bytes");
+_Static_assert(sizeof(hak_page_t) == 192, "three cache lines");
 
 /* hak_segment_t -- header at the start of every 4 MiB-aligned segment.
  * Invariants:

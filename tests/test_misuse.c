@@ -81,6 +81,43 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c, "interior_huge")) {
         char *p = malloc(16 << 20); sink = p;
         free(p + (8 << 20));
+    } else if (!strcmp(c, "aligned_interior") || !strcmp(c, "aligned_before") ||
+               !strcmp(c, "aligned_double_free") || !strcmp(c, "aligned_ok")) {
+        /* an aligned block at an interior offset of its block: block 1 of a
+         * fresh 1 KiB page is not 4 KiB-aligned, so aligned_alloc takes a
+         * larger block (block 1 of a 5 KiB page, 5 KiB from a 64 KiB
+         * boundary) and hands out an interior pointer q */
+        char *first = malloc(1000), *pad = malloc(5080); sink = first; sink = pad;
+        char *q = aligned_alloc(4096, 1000);     /* takes a 5 KiB block: block 1 of its page */
+        if (!q || ((uintptr_t)q & 4095)) { printf("aligned_alloc failed\n"); return 3; }
+        size_t usable = malloc_usable_size(q);
+        if (usable < 1000 || usable >= 5080) { printf("not an interior pointer: usable %zu\n", usable); return 3; }
+        memset(q, 0x5a, 1000);
+        if (!strcmp(c, "aligned_interior")) free(q + 128);
+        else if (!strcmp(c, "aligned_before")) free(q - 16);        /* the block's start or inside it */
+        else if (!strcmp(c, "aligned_double_free")) { free(q); free(q); }
+        else {
+            /* every alignment, freed and reallocated through the checked path */
+            void *keep[64];
+            for (int i = 0; i < 64; i++) {
+                keep[i] = aligned_alloc((size_t)32 << (i % 10), (size_t)(i * 37 + 1));
+                if (!keep[i] || ((uintptr_t)keep[i] & (((size_t)32 << (i % 10)) - 1))) { printf("bad\n"); return 3; }
+                memset(keep[i], i, (size_t)(i * 37 + 1));
+            }
+            for (int i = 0; i < 64; i += 2) keep[i] = realloc(keep[i], 5000);
+            for (int i = 0; i < 64; i++) free(keep[i]);
+            free(q);
+            printf("ok\n");
+            return 0;
+        }
+    } else if (!strcmp(c, "freed_key")) {
+        /* what a freed block shows: its key word must not be an address in
+         * hakmem's memory (the page descriptor's, before the fix) */
+        uintptr_t *p = malloc(40), *keep = malloc(40); sink = keep;
+        free(p);
+        uintptr_t key = ((volatile uintptr_t *)p)[1], seg = (uintptr_t)p & ~(uintptr_t)((4 << 20) - 1);
+        printf("%s key=%lx\n", key >= seg && key < seg + (4 << 20) ? "key_leaks" : "key_ok", (unsigned long)key);
+        return 0;
     } else if (!strcmp(c, "realloc_foreign")) {
         char buf[64]; sink = buf;
         sink = realloc(buf, 100);

@@ -1,0 +1,209 @@
+/* hak_free.c -- every free that the inline fast path (hak_free_inline,
+ * hak_internal.h) does not finish, and the one validation of a pointer.
+ *
+ *   hak_free_inline        region map == this thread's tag, block test and key
+ *        |                 test pass: local push, done
+ *        +-- hak_free_local_slow   region map matched, a test failed
+ *        +-- hak_free_slow         region map did not match
+ *                 |
+ *         quick check (hak_free_quick): a heap's segment, the start of a
+ *         carved block, not free -- the common remote free
+ *                 |  fails: hak_free_checked -- NULL, glibc's blocks, huge
+ *                 |  blocks, aligned blocks, misuse (reported, abort)
+ *                 v
+ *         hak_free_block: the owner frees locally, any other thread pushes
+ *         onto the page's remote list (hak_free_remote)
+ *
+ * The complete check, hak_block_in, also serves realloc() and
+ * malloc_usable_size(). */
+#include "hak_internal.h"
+
+/* ---- local and remote frees of a validated block ---- */
+
+/* Local free of a valid block; handles full and empty pages. */
+static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+    b->key = page->local_key;
+    b->next = page->local_free;
+    page->local_free = b;
+    page->used--;
+    if (page->flags & HAK_PAGE_IN_FULL) hak_page_unfull(heap, page);
+    if (page->used == 0) hak_page_retire(page);
+}
+
+/* The heap a thread without one counts its remote frees in.  A thread that
+ * only frees (a consumer) gets a heap on its first remote free, as if it had
+ * allocated -- but not while it exits: a heap taken after its destructor ran
+ * would never be abandoned.  Then the counts go to the static empty heap,
+ * which nobody sums. */
+static HAK_NOINLINE hak_heap_t *hak_free_remote_counter(void) {
+    hak_heap_t *self = hak_tls_exiting ? NULL : hak_heap_for_thread();
+    return self ? self : &hak_heap_empty;
+}
+
+/* A remote free into a full page: the owner set NOTIFY and the push cleared
+ * it; the block goes to the owner's delayed list, where the owner sees it. */
+static HAK_NOINLINE void hak_free_delayed(hak_heap_t *owner, hak_block_t *b) {
+    hak_block_t *head = atomic_load_explicit(&owner->xdelayed, memory_order_relaxed);
+    do { b->next = head; } while (!atomic_compare_exchange_weak_explicit(&owner->xdelayed, &head, b,
+                                                memory_order_release, memory_order_relaxed));
+}
+
+/* One attempt at a remote push, the only code that writes xthread_free from
+ * a freeing thread: link b in front of the list -- or, when the owner marked
+ * the page full (NOTIFY), only clear the mark (the block then goes to the
+ * owner's delayed list).  On failure *tf holds the list's new value. */
+HAK_INLINE bool hak_remote_try_push(hak_page_t *page, hak_block_t *b, uintptr_t *tf) {
+    uintptr_t desired;
+    if (hak_likely(!(*tf & HAK_TF_NOTIFY))) { b->next = (hak_block_t *)*tf; desired = (uintptr_t)b; }
+    else desired = *tf & ~HAK_TF_NOTIFY;
+    return atomic_compare_exchange_weak_explicit(&page->xthread_free, tf, desired,
+                                                 memory_order_release, memory_order_relaxed);
+}
+
+/* Every remote free but the common one: a thread without a heap, a full
+ * page, a CAS that lost a race.  The owner and the class are read before the
+ * push: the block counts as used until then, so the segment cannot go away,
+ * and heaps are never freed.  Statistics are counted by the freeing thread in
+ * its own heap: no shared cache line, no lock prefix. */
+static HAK_NOINLINE void hak_free_remote_slow(hak_heap_t *owner, hak_page_t *page, hak_block_t *b,
+                                              hak_heap_t *self) {
+    unsigned cls = page->class_idx, retries = 0;
+    if (self == &hak_heap_empty) self = hak_free_remote_counter();
+    b->key = page->free_key;
+    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+    while (!hak_remote_try_push(page, b, &tf)) retries++;
+    if (tf & HAK_TF_NOTIFY) hak_free_delayed(owner, b);
+    hak_stat_inc(self->st_remote[cls]);
+    if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[cls]);
+    if (retries)
+        atomic_store_explicit(&self->st_cas_retries,
+            atomic_load_explicit(&self->st_cas_retries, memory_order_relaxed) + retries, memory_order_relaxed);
+}
+
+/* Remote free, the common case in a straight line: a thread with a heap, a
+ * page not marked full, one CAS. */
+HAK_INLINE void hak_free_remote(hak_heap_t *owner, hak_page_t *page, hak_block_t *b, hak_heap_t *self) {
+    if (hak_likely(self != &hak_heap_empty)) {
+        unsigned cls = page->class_idx;
+        b->key = page->free_key;
+        uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+        if (hak_likely(!(tf & HAK_TF_NOTIFY)) && hak_likely(hak_remote_try_push(page, b, &tf))) {
+            hak_stat_inc(self->st_remote[cls]);
+            if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[cls]);
+            return;
+        }
+    }
+    hak_free_remote_slow(owner, page, b, self);
+}
+
+/* Free a validated block of a non-huge page: locally when this thread's
+ * heap owns its segment, remotely otherwise. */
+HAK_INLINE void hak_free_block(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
+    hak_heap_t *self = hak_tls_heap, *owner = seg->heap;
+    if (owner == self) {
+        if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[page->class_idx]);
+        hak_free_local(self, page, b);
+    } else {
+        hak_free_remote(owner, page, b, self);
+    }
+}
+
+/* Apply the remote frees that came in while their pages were full. */
+void hak_heap_process_delayed(hak_heap_t *heap) {
+    if (!atomic_load_explicit(&heap->xdelayed, memory_order_relaxed)) return;
+    hak_block_t *b = atomic_exchange_explicit(&heap->xdelayed, NULL, memory_order_acquire);
+    while (b) {
+        hak_block_t *next = b->next;
+        hak_segment_t *seg = hak_segment_of(b);
+        hak_free_local(heap, hak_page_of(seg, b), b);
+        b = next;
+    }
+}
+
+/* ---- validation ---- */
+
+/* The quick check: p is the start of a carved block of page (a page without
+ * aligned blocks, not huge: carved_limit is 0 for those) that is not free. */
+HAK_INLINE bool hak_free_quick(const hak_page_t *page, const void *p) {
+    return hak_carved_block(page, (uintptr_t)p - (uintptr_t)page->start) &&
+           ((const hak_block_t *)p)->key != page->free_key;
+}
+
+/* The block an aligned allocation handed out at an interior offset names
+ * itself in the block's first word (hak_aligned_mark); any other pointer
+ * into a block names the block's start. */
+static const uint8_t *hak_expected_pointer(const hak_page_t *page, const uint8_t *block) {
+    if (HAK_RELAXED(page->flags) & HAK_PAGE_HAS_ALIGNED) {
+        uintptr_t q = hak_aligned_unmark(*(const uintptr_t *)block);
+        if (q > (uintptr_t)block && q < (uintptr_t)block + page->block_size && q % HAK_MIN_ALIGN == 0)
+            return (const uint8_t *)q;
+    }
+    return block;
+}
+
+/* The complete check of p, in hakmem's segment seg, for operation op: returns
+ * its block's start and page.  Reports misuse and aborts: a pointer into a
+ * free page slot, into the segment header, past the carved blocks, or inside
+ * a block (any pointer but the one malloc or an aligned allocation returned).
+ * A free block is returned as it is: the caller decides whether that is a
+ * double free. */
+hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out) {
+    hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
+    if (page == &seg->pages[0] && seg->first_page) hak_fatal(op, "invalid pointer (not a block)", p);
+    if (!page->in_use) hak_fatal(op, "double free or stale pointer (its page was already released)", p);
+    *page_out = page;
+    size_t off = (uintptr_t)p - (uintptr_t)page->start;
+    if (page->flags & HAK_PAGE_IS_HUGE) {
+        if (off != 0) hak_fatal(op, "invalid pointer (inside a huge block)", p);
+        return (hak_block_t *)p;
+    }
+    if (off >= (size_t)HAK_RELAXED(page->capacity) * page->block_size)
+        hak_fatal(op, "invalid pointer (not a block)", p);
+    uint8_t *block = page->start + off / page->block_size * page->block_size;
+    if (((hak_block_t *)block)->key == page->free_key) return (hak_block_t *)block;   /* free */
+    if ((const uint8_t *)p != hak_expected_pointer(page, block)) hak_fatal(op, "invalid pointer (inside a block)", p);
+    return (hak_block_t *)block;
+}
+
+/* Everything the quick check does not pass: NULL, foreign (glibc's) blocks,
+ * huge blocks, aligned blocks, and every misuse. */
+static HAK_NOINLINE void hak_free_checked(void *p) {
+    if (p == NULL) return;
+    hak_segment_t *seg = hak_segment_of_checked(p);
+    if (hak_unlikely(!seg)) {
+        if (hak_foreign_free(p)) return;
+        hak_fatal("free()", "invalid pointer (not allocated by hakmem)", p);
+    }
+    hak_page_t *page;
+    hak_block_t *b = hak_block_in(seg, p, "free()", &page);
+    if (page->flags & HAK_PAGE_IS_HUGE) {
+        if (HAK_STATS_FULL_ENABLED && hak_tls_heap != &hak_heap_empty)
+            hak_stat_inc(hak_tls_heap->st_frees[HAK_CLASS_COUNT]);
+        hak_huge_free(seg);
+        return;
+    }
+    if (b->key == page->free_key) hak_fatal("free()", "double free of", p);
+    hak_free_block(seg, page, b);
+}
+
+/* ---- the two entries from the fast path ---- */
+
+/* The region map says the block is this thread's, but the fast path's tests
+ * failed: a page with flags (full, aligned blocks), or misuse. */
+void hak_free_local_slow(hak_page_t *page, void *p) {
+    if (hak_likely(hak_free_quick(page, p))) hak_free_block(hak_segment_of(p), page, p);
+    else hak_free_checked(p);
+}
+
+/* The region map does not say "this thread's".  The common case first: a
+ * block of another heap's segment (a remote free), or of this thread's heap
+ * when that heap has no fast-path tag. */
+void hak_free_slow(void *p) {
+    uint16_t tag = hak_segmap_get(p);
+    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
+        hak_segment_t *seg = hak_segment_of(p);
+        hak_page_t *page = hak_page_of(seg, p);
+        if (hak_likely(hak_free_quick(page, p))) { hak_free_block(seg, page, p); return; }
+    }
+    hak_free_checked(p);
+}

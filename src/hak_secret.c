@@ -1,0 +1,24 @@
+/* hak_secret.c -- two random words drawn once per process, used to encode
+ * what hakmem writes into freed or padding memory: a free block's key word
+ * (hak_page_key) and an aligned block's mark (hak_aligned_mark).  Neither may
+ * reveal an address to a program that reads freed memory, and neither may be
+ * a value a program stores by chance. */
+#include "hak_internal.h"
+
+_Atomic uint64_t hak_secrets[2];
+
+/* Draw the secrets (once; racing callers agree on the first winner's). */
+HAK_NOINLINE uint64_t hak_secret_init(unsigned i) {
+    uint64_t r[2] = { 0, 0 };
+    if (!hak_os_random(r, sizeof r) || (r[0] | r[1]) == 0) {
+        /* no entropy source: the clock and an address still vary per run */
+        r[0] = hak_os_now_ms() * 0x9e3779b97f4a7c15u ^ (uintptr_t)&r;
+        r[1] = (r[0] ^ (uintptr_t)&hak_secrets) * 0xbf58476d1ce4e5b9u;
+    }
+    for (unsigned k = 0; k < 2; k++) {
+        uint64_t expected = 0, v = r[k] | 1;       /* odd: never 0 */
+        atomic_compare_exchange_strong_explicit(&hak_secrets[k], &expected, v,
+                                                memory_order_relaxed, memory_order_relaxed);
+    }
+    return atomic_load_explicit(&hak_secrets[i], memory_order_relaxed);
+}

@@ -2,11 +2,15 @@
 #   make bench            full comparison (5 interleaved repetitions, ~6 min)
 #   make bench QUICK=1    short comparison (3 repetitions, < 3 min)
 #   make bench-bins       only build the workload programs into $(BUILD)/bench/
+#   make bench-snapshot   copy the last run's results (build/bench/results/) into
+#                         results/, the committed snapshot; runs nothing
+# make bench writes only under $(BUILD)/ (results: $(BUILD)/bench/results/), so
+# it leaves the git tree clean; results/ changes only through bench-snapshot.
 # Workloads are plain C programs calling malloc/free; every allocator runs the
 # same binary (peers and hakmem via LD_PRELOAD), see docs/benchmarks.md.
 BENCH_DIR    := $(BUILD)/bench
-BENCH_NAMES  := random_mixed larson prodcons thread_churn false_sharing \
-                realloc_growth large_blocks fragmentation
+BENCH_NAMES  := random_mixed larson prodcons thread_churn churn_mixed false_sharing \
+                realloc_growth large_blocks large_heap fragmentation
 BENCH_BINS   := $(addprefix $(BENCH_DIR)/,$(BENCH_NAMES))
 BENCH_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -pthread -Wall -Wextra -Wno-unused-parameter
 BENCH_LDLIBS := -pthread -ldl -lm
@@ -16,7 +20,7 @@ $(BENCH_DIR)/%: bench/%.c bench/bench_common.h bench/bench.mk include/hakmem.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ $(BENCH_LDLIBS)
 
-.PHONY: bench-bins bench-setup
+.PHONY: bench-bins bench-setup bench-snapshot
 bench-bins: $(BENCH_BINS)
 
 # Installs missing peers (mimalloc, jemalloc, tcmalloc, matplotlib, strace)
@@ -26,6 +30,9 @@ bench-setup:
 
 bench: release $(BENCH_BINS) bench-setup
 	$(BENCH_PY) bench/run.py $(if $(QUICK),--quick)
+
+bench-snapshot:
+	$(BENCH_PY) bench/run.py --snapshot
 
 # tests/suite_bench.sh smoke-runs every workload binary.
 TEST_DEPS += $(BENCH_BINS)

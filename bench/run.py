@@ -7,13 +7,19 @@ workload, every allocator runs once in turn (A B C D E A B C D E ...).
 Afterwards one extra, untimed run per workload and allocator under
 `strace -f -c` counts mmap/munmap/madvise/mremap (and brk).
 
+Every timed run also records the child's resource usage (os.wait4): minor
+and major page faults, user and system CPU time; the table reports minor
+faults per operation.
+
 Every run must prove which allocator served it (see bench/stats.py
 check_proof); a failed proof aborts the whole comparison (exit 3).  A missing
 peer library aborts before anything runs (exit 2).  A crashed or timed-out run
 is reported and the comparison continues, but the exit status is 1.
 
-Outputs: a table on stdout, results/latest.csv (summary), results/latest_runs.csv
-(every run), results/latest.md (markdown table + machine), results/latest.png.
+Outputs (in --out-dir, default build/bench/results/, outside git): a table on
+stdout, latest.csv (summary), latest_runs.csv (every run), latest.md (markdown
+table + machine), latest.png.  `--snapshot` (make bench-snapshot) copies the
+latest results into results/, the committed snapshot, and runs nothing.
 See docs/benchmarks.md.
 """
 
@@ -22,6 +28,7 @@ import csv
 import datetime
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +40,12 @@ import stats  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
+# make bench writes here (ignored by git, so a run leaves the tree clean) ...
+DEFAULT_OUT_DIR = os.path.join(ROOT, "build", "bench", "results")
+# ... and `make bench-snapshot` copies these files from there to the committed
+# snapshot (docs/benchmarks.md quotes it)
+SNAPSHOT_DIR = os.path.join(ROOT, "results")
+SNAPSHOT_FILES = ("latest.md", "latest.csv", "latest_runs.csv")
 
 # name -> (library candidates, Debian package); glibc = no preload
 ALLOCATORS = [
@@ -80,15 +93,21 @@ WORKLOADS += [_w("false_sharing_t" + t, "false_sharing", [t, "16", "100"],
 WORKLOADS += [
     _w("realloc_growth", "realloc_growth", ["5000"], ["2000000"], ["5000000"]),
     _w("large_blocks", "large_blocks", ["10", "4", "1", "65536", "4194304"], ["200"], ["600"]),
+    # issue 12: large blocks with ~256 MiB live, and thread pairs with mixed sizes
+    _w("large_heap", "large_heap", ["10", "16", "1", "65536", "4194304"], ["200", "256"],
+       ["600", "256"]),
+    _w("churn_mixed", "churn_mixed", ["2", "3", "50"], ["2", "100", "1000"],
+       ["2", "250", "1000"]),
     _w("fragmentation", "fragmentation", ["4", "1", "10"], ["64", "1", "1000"],
        ["256", "1", "1000"], strace_args=_no_sleep),
 ]
 
 
 class Run:
-    def __init__(self, workload, alloc, rep, fields=None, error=None):
+    def __init__(self, workload, alloc, rep, fields=None, error=None, usage=None):
         self.workload, self.alloc, self.rep = workload, alloc, rep
         self.fields, self.error = fields, error
+        self.usage = usage  # stats.rusage_fields() of the child, or None
 
 
 def find_library(names, package):
@@ -139,8 +158,10 @@ def resolve_allocators(selected, hakmem_lib, candidate_lib=None):
 
 
 def run_child(argv, preload, timeout, extra_env=None):
-    """Run argv with LD_PRELOAD=preload; return (rc, stdout, stderr).
-    rc is None on timeout (the child's process group is killed)."""
+    """Run argv with LD_PRELOAD=preload; return (rc, stdout, stderr, usage).
+    rc is None on timeout (the child's process group is killed).  usage is
+    stats.rusage_fields() of the child's resource usage as os.wait4 reports it
+    (the whole process, all its threads, start-up included), None on timeout."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload:
@@ -151,11 +172,12 @@ def run_child(argv, preload, timeout, extra_env=None):
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env,
                                 start_new_session=True)
         deadline = time.monotonic() + timeout
-        rc, delay = None, 0.0005
+        rc, usage, delay = None, None, 0.0005
         while True:
-            pid, status = os.waitpid(proc.pid, os.WNOHANG)
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
             if pid == proc.pid:
                 rc = os.waitstatus_to_exitcode(status)
+                usage = stats.rusage_fields(ru)
                 break
             if time.monotonic() > deadline:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -166,7 +188,8 @@ def run_child(argv, preload, timeout, extra_env=None):
         proc.returncode = rc if rc is not None else -9
         out.seek(0)
         err.seek(0)
-        return rc, out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        return (rc, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
+                usage)
 
 
 def describe_failure(rc, stderr):
@@ -199,6 +222,17 @@ def fmt_opt(x, fmt):
     return "-" if x is None else fmt % x
 
 
+def fmt_faults(x):
+    """Minor faults per op: 3 significant digits without exponents where they read well."""
+    if x is None:
+        return "-"
+    if x >= 100:
+        return "%.0f" % x
+    if x >= 0.1:
+        return "%.3g" % x
+    return "%.2e" % x
+
+
 def summarize(runs, allocs, workloads, sysc):
     """Per (workload, alloc) summary rows, plus per-alloc geomean of ratios."""
     rows = []
@@ -212,7 +246,12 @@ def summarize(runs, allocs, workloads, sysc):
                 tput = [f["ops_per_sec"] for f in ok]
                 row["median_ops_per_sec"] = stats.median(tput)
                 row["cv"] = stats.cv(tput)
+                row["median_seconds"] = stats.median([f["seconds"] for f in ok])
                 row["peak_rss_kb"] = stats.median([f.get("peak_rss_kb", 0) for f in ok])
+                usage = [(r.usage, r.fields["ops"]) for r in runs
+                         if r.workload == wl and r.alloc == a and r.fields and r.usage]
+                if usage:
+                    row.update(stats.fault_summary(usage))
                 for key in ("cache_line_shares", "shared_objects", "thread_line_shares", "rss_after_free_kb",
                             "rss_after_sleep_kb", "rss_refill_kb"):
                     vals = [f[key] for f in ok if isinstance(f.get(key), (int, float))]
@@ -227,8 +266,11 @@ def summarize(runs, allocs, workloads, sysc):
                     row[n + "_calls"] = counts.get(n, 0)
                 row["strace_ops"] = ops
             rows.append(row)
+        base = [r for r in rows[-len(allocs):] if r["allocator"] == BASELINE]
+        base_faults = base[0].get("minflt_per_op") if base else None
         for row in rows[-len(allocs):]:
             row["ratio_vs_" + BASELINE] = stats.ratio(med.get(row["allocator"]), med.get(BASELINE))
+            row["faults_ratio_vs_" + BASELINE] = stats.ratio(row.get("minflt_per_op"), base_faults)
     geo = {}
     for a, _ in allocs:
         rs = [r["ratio_vs_" + BASELINE] for r in rows
@@ -252,14 +294,18 @@ def notes_for(row):
 
 
 def table_lines(rows, geo, markdown=False):
-    hdr = ["workload", "allocator", "median ops/s", "CV%", "vs " + BASELINE, "peak RSS MB",
-           "mmap-family syscalls/op", "notes"]
+    hdr = ["workload", "allocator", "median ops/s", "CV%", "vs " + BASELINE, "median s",
+           "peak RSS MB", "minor faults/op", "faults vs " + BASELINE, "mmap-family syscalls/op",
+           "notes"]
     body = []
     for r in rows:
         body.append([r["workload"], r["allocator"], fmt_rate(r.get("median_ops_per_sec")),
                      fmt_opt(r["cv"] * 100 if "cv" in r else None, "%.1f"),
                      fmt_opt(r.get("ratio_vs_" + BASELINE), "%.3f"),
+                     fmt_opt(r.get("median_seconds"), "%.3f"),
                      fmt_opt(r["peak_rss_kb"] / 1024.0 if "peak_rss_kb" in r else None, "%.1f"),
+                     fmt_faults(r.get("minflt_per_op")),
+                     fmt_opt(r.get("faults_ratio_vs_" + BASELINE), "%.2f"),
                      fmt_opt(r.get("syscalls_per_op"), "%.2e"), notes_for(r)])
     lines = []
     if markdown:
@@ -339,6 +385,26 @@ def write_chart(path, rows, geo, allocs, workloads, title):
     return True
 
 
+def snapshot(src_dir, dst_dir):
+    """Copy the latest results into the committed snapshot directory; runs nothing."""
+    missing = [f for f in SNAPSHOT_FILES if not os.path.isfile(os.path.join(src_dir, f))]
+    if missing:
+        print("run.py: no results to snapshot: %s missing in %s (run `make bench` first)"
+              % (", ".join(missing), src_dir), file=sys.stderr)
+        return 2
+    os.makedirs(dst_dir, exist_ok=True)
+    for f in SNAPSHOT_FILES:
+        shutil.copyfile(os.path.join(src_dir, f), os.path.join(dst_dir, f))
+    with open(os.path.join(dst_dir, "latest.md")) as f:
+        head = f.readline().strip()
+    print("copied %s from %s to %s" % (", ".join(SNAPSHOT_FILES), src_dir, dst_dir))
+    print("snapshot: " + head)
+    if "`full`" not in head:
+        print("run.py: note: this snapshot is not of a full run (profile in the line above)",
+              file=sys.stderr)
+    return 0
+
+
 def machine_description():
     model = "unknown"
     try:
@@ -364,10 +430,17 @@ def main():
     ap.add_argument("--candidate-lib", help="a second hakmem build, run as allocator "
                     "'candidate' (add it to --allocators) and proven as hakmem")
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bench"))
-    ap.add_argument("--out-dir", default=os.path.join(ROOT, "results"))
+    ap.add_argument("--out-dir", default=DEFAULT_OUT_DIR,
+                    help="where the results go (default build/bench/results, outside git)")
+    ap.add_argument("--snapshot", action="store_true",
+                    help="run nothing: copy %s from --out-dir into --snapshot-dir, the "
+                    "committed snapshot (make bench-snapshot)" % ", ".join(SNAPSHOT_FILES))
+    ap.add_argument("--snapshot-dir", default=SNAPSHOT_DIR, help="default results/")
     ap.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     args = ap.parse_args()
+    if args.snapshot:
+        return snapshot(args.out_dir, args.snapshot_dir)
 
     profile = "smoke" if args.smoke else "quick" if args.quick else "full"
     reps = args.reps or (1 if args.smoke else 3 if args.quick else 5)
@@ -413,8 +486,8 @@ def main():
             argv = [os.path.join(args.bin_dir, w["bin"])] + w["args"][profile]
             for a, lib in allocs:
                 n += 1
-                rc, out, err = run_child(argv, lib, args.timeout)
-                run = Run(w["name"], a, rep)
+                rc, out, err, usage = run_child(argv, lib, args.timeout)
+                run = Run(w["name"], a, rep, usage=usage)
                 if rc != 0:
                     run.error = describe_failure(rc, err)
                 else:
@@ -433,9 +506,11 @@ def main():
                           (n, total, rep + 1, w["name"], a, run.error))
                 else:
                     f = run.fields
-                    print("[%3d/%d] rep %d %-18s %-9s %10s ops/s  %7.3fs  peak %.1f MB" %
+                    print("[%3d/%d] rep %d %-18s %-9s %10s ops/s  %7.3fs  peak %.1f MB  "
+                          "%s minor faults/op" %
                           (n, total, rep + 1, w["name"], a, fmt_rate(f["ops_per_sec"]),
-                           f["seconds"], f.get("peak_rss_kb", 0) / 1024.0))
+                           f["seconds"], f.get("peak_rss_kb", 0) / 1024.0,
+                           fmt_faults(stats.per_op(usage["minflt"], f["ops"]))))
                 sys.stdout.flush()
 
     sysc = {}
@@ -452,7 +527,7 @@ def main():
                 if lib:
                     argv += ["-E", "LD_PRELOAD=" + lib]
                 argv += [os.path.join(args.bin_dir, w["bin"])] + bargs
-                rc, out, err = run_child(argv, None, args.timeout * 3)
+                rc, out, err, _ = run_child(argv, None, args.timeout * 3)
                 msg = None
                 try:
                     if rc != 0:
@@ -488,7 +563,9 @@ def main():
     write_csv(os.path.join(args.out_dir, "latest_runs.csv"), [
         dict([("workload", r.workload), ("allocator", r.alloc), ("rep", r.rep),
               ("error", r.error or "")]
-             + sorted((r.fields or {}).items())) for r in runs])
+             + sorted((r.fields or {}).items())
+             + [("rusage_" + k, v) for k, v in sorted((r.usage or {}).items())])
+        for r in runs])
     title = "hakmem benchmark (%s, %d reps), %s" % (profile, reps, machine_description())
     with open(os.path.join(args.out_dir, "latest.md"), "w") as f:
         f.write("Profile `%s`, %d interleaved repetitions, %.0f s total (%s).  Machine: %s\n\n"
@@ -498,6 +575,7 @@ def main():
                         [w["name"] for w in wls], title)
     print("wrote %s/latest.csv, latest_runs.csv, latest.md%s" %
           (args.out_dir, ", latest.png" if chart else ""))
+    print("(`make bench-snapshot` copies them into results/, the committed snapshot)")
     failed = [r for r in runs if r.error]
     if failed:
         print("run.py: %d run(s) FAILED (see above); exit status 1" % len(failed), file=sys.stderr)

@@ -180,6 +180,49 @@ def syscalls_per_op(counts, ops, names=MMAP_FAMILY):
     return sum(counts.get(n, 0) for n in names) / float(ops)
 
 
+# Resource usage of a finished child (os.wait4 / resource.getrusage): the
+# fields the runner keeps.  Page faults are counted for the whole process,
+# all its threads, from exec to exit (start-up included: the dynamic loader
+# and libc take ~100 minor faults, the same under every allocator).
+RUSAGE_FIELDS = (("minflt", "ru_minflt", int), ("majflt", "ru_majflt", int),
+                 ("utime_s", "ru_utime", float), ("stime_s", "ru_stime", float))
+
+
+def rusage_fields(ru):
+    """{minflt, majflt, utime_s, stime_s} from a struct rusage-like object
+    (os.wait4's third value, resource.getrusage()); raises ParseError if a
+    field is missing or negative."""
+    out = {}
+    for key, attr, conv in RUSAGE_FIELDS:
+        value = getattr(ru, attr, None)
+        if value is None:
+            raise ParseError("rusage lacks %s" % attr)
+        value = conv(value)
+        if value < 0:
+            raise ParseError("rusage %s is negative (%r)" % (attr, value))
+        out[key] = value
+    return out
+
+
+def per_op(count, ops):
+    if ops <= 0:
+        raise ValueError("ops must be positive")
+    return count / float(ops)
+
+
+def fault_summary(usages_and_ops):
+    """Medians over the repetitions of one workload x allocator.
+    usages_and_ops: [(rusage_fields dict, ops)].  Returns minflt_per_op (the
+    median of the per-run ratios), minflt, majflt, utime_s and stime_s."""
+    pairs = list(usages_and_ops)
+    if not pairs:
+        raise ValueError("fault_summary of no runs")
+    out = {"minflt_per_op": median([per_op(u["minflt"], ops) for u, ops in pairs])}
+    for key, _, _ in RUSAGE_FIELDS:
+        out[key] = median([u[key] for u, _ in pairs])
+    return out
+
+
 def _main(argv):
     if len(argv) < 3 or argv[1] != "check":
         sys.stderr.write("usage: stats.py check ALLOCATOR [FILE]\n")

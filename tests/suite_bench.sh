@@ -3,8 +3,10 @@
 # Prints one "PASS name" / "FAIL name: reason" / "SKIP name: reason" line per
 # test case.  Covers: unit tests of bench/stats.py, a tiny smoke run of every
 # workload binary under glibc and (when build/libhakmem.so exists) hakmem with
-# the allocator proof checked, negative proof checks, and a tiny end-to-end
-# run of bench/run.py.  Takes well under a minute.
+# the allocator proof checked (for hakmem including blocks sampled from the
+# workload itself), negative proof checks, and a tiny end-to-end run of
+# bench/run.py (interleaving, strace counts, minor faults per op, CSV, chart).
+# Takes well under a minute.
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 BIN=build/bench
@@ -22,7 +24,8 @@ if ! grep -q '^PASS ' "$TMP/unit.out" && ! grep -q '^FAIL ' "$TMP/unit.out"; the
 fi
 
 # ---- 2. workload binaries ----
-NAMES="random_mixed larson prodcons thread_churn false_sharing realloc_growth large_blocks fragmentation"
+NAMES="random_mixed larson prodcons thread_churn churn_mixed false_sharing realloc_growth large_blocks
+       large_heap fragmentation"
 missing=""
 for n in $NAMES; do [ -x "$BIN/$n" ] || missing="$missing $BIN/$n"; done
 if [ -n "$missing" ]; then
@@ -46,10 +49,13 @@ prodcons_t2|prodcons 2 5000|pairs
 prodcons_t8|prodcons 8 5000|pairs
 thread_churn_t2|thread_churn 2 40 20|allocs_per_thread
 thread_churn_t8|thread_churn 8 40 20|allocs_per_thread
+churn_mixed|churn_mixed 2 3 50|rounds blocks_per_thread mib_per_round
+churn_mixed_t3|churn_mixed 3 2 40|rounds blocks_per_thread
 false_sharing_t2|false_sharing 2 16 100|cache_line_shares shared_objects
 false_sharing_t8|false_sharing 8 16 100|cache_line_shares shared_objects
 realloc_growth|realloc_growth 5000|completed
 large_blocks|large_blocks 10 4 1 65536 4194304|ws mib_allocated
+large_heap|large_heap 10 16 1 65536 4194304|blocks reallocs live_mib_min live_mib_max
 fragmentation|fragmentation 4 1 10|rss_after_free_kb rss_after_sleep_kb baseline_rss_kb"
 
 # smoke NAME ALLOC PRELOAD "CMD" "FIELDS": run once, check exit, RESULT, proof, fields
@@ -73,6 +79,12 @@ smoke() {
             return
         fi
     done
+    # hakmem's proof must cover blocks of the workload itself, not only the
+    # fresh block bench_result() allocates
+    if [ "$alloc" = hakmem ] && ! grep -q "^RESULT .* owned_samples=[1-9]" "$out"; then
+        echo "FAIL bench.smoke.$name.$alloc: no workload block was sampled for the proof"
+        return
+    fi
     echo "PASS bench.smoke.$name.$alloc"
 }
 
@@ -86,16 +98,19 @@ echo "$SMOKE" | while IFS='|' read -r name cmd fields; do
 done
 
 # ---- 3. proof checks, including the negative ones ----
-G="$TMP/random_mixed.glibc.out"
-if [ -s "$G" ]; then
-    if msg=$($PY bench/stats.py check hakmem "$G"); then
-        echo "FAIL bench.proof.rejects_glibc_as_hakmem: accepted a glibc run as hakmem: $msg"
+for w in random_mixed churn_mixed large_heap; do
+    G="$TMP/$w.glibc.out" t=bench.proof.rejects_glibc_as_hakmem
+    [ $w = random_mixed ] || t=$t.$w
+    if [ -s "$G" ]; then
+        if msg=$($PY bench/stats.py check hakmem "$G"); then
+            echo "FAIL $t: accepted a glibc run as hakmem: $msg"
+        else
+            echo "PASS $t"
+        fi
     else
-        echo "PASS bench.proof.rejects_glibc_as_hakmem"
+        echo "FAIL $t: no glibc output to check"
     fi
-else
-    echo "FAIL bench.proof.rejects_glibc_as_hakmem: no glibc output to check"
-fi
+done
 if [ -f "$MIMALLOC" ]; then
     LD_PRELOAD=$MIMALLOC timeout 30 $BIN/random_mixed 20000 400 1 >"$TMP/mi.out" 2>&1
     if $PY bench/stats.py check mimalloc "$TMP/mi.out" >/dev/null &&
@@ -150,19 +165,31 @@ fi
 # ---- 4. tiny end-to-end run of the runner (interleaving, strace, CSV, chart) ----
 if [ -f "$MIMALLOC" ] && [ -x /usr/bin/strace ]; then
     timeout 120 $PY bench/run.py --smoke --reps 2 --allocators glibc,mimalloc \
-        --workloads random_mixed,false_sharing_t2,fragmentation --out-dir "$TMP/e2e" \
+        --workloads random_mixed,false_sharing_t2,fragmentation,large_heap --out-dir "$TMP/e2e" \
         >"$TMP/e2e.out" 2>"$TMP/e2e.err"
     rc=$?
     csv="$TMP/e2e/latest.csv"
     order=$(grep '^\[ *[0-9]*/' "$TMP/e2e.out" | sed 's/^\[[^]]*\] rep [0-9]* *[^ ]* *\([^ ]*\).*/\1/' | head -4 | tr '\n' ' ')
+    # minor faults per op of large_heap (every op writes >= 16 fresh pages in
+    # the fill) and the ratio column, read back from the CSV by header name
+    faults=$($PY -c 'import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["workload"] == "large_heap"]
+print(" ".join("%s:%s:%s" % (r["allocator"], r["minflt_per_op"], r["faults_ratio_vs_mimalloc"])
+               for r in rows))' "$csv" 2>&1)
     if [ $rc -ne 0 ]; then
         echo "FAIL bench.runner.end_to_end: exit $rc: $(tail -n 2 "$TMP/e2e.err")"
-    elif [ "$(wc -l <"$csv")" -ne 7 ]; then
-        echo "FAIL bench.runner.end_to_end: latest.csv has $(wc -l <"$csv") lines, want 7"
+    elif [ "$(wc -l <"$csv")" -ne 9 ]; then
+        echo "FAIL bench.runner.end_to_end: latest.csv has $(wc -l <"$csv") lines, want 9"
     elif [ "$order" != "glibc mimalloc glibc mimalloc " ]; then
         echo "FAIL bench.runner.end_to_end: runs not interleaved: $order"
     elif ! grep -q "syscalls_per_op" "$csv" || ! grep -q "cache_line_shares" "$csv"; then
         echo "FAIL bench.runner.end_to_end: latest.csv lacks syscall or cache-line columns"
+    elif ! grep -q "minor faults/op" "$TMP/e2e.out" || ! grep -q "minor faults/op" "$TMP/e2e/latest.md" ||
+         ! head -n 1 "$TMP/e2e/latest_runs.csv" | grep -q "rusage_minflt"; then
+        echo "FAIL bench.runner.end_to_end: no minor-fault column in the table, latest.md or latest_runs.csv"
+    elif ! awk -v f="$faults" 'BEGIN { n = split(f, a, " "); if (n != 2) exit 1
+            for (i = 1; i <= n; i++) { split(a[i], v, ":"); if (!(v[2] >= 16 && v[3] > 0)) exit 1 } }'; then
+        echo "FAIL bench.runner.end_to_end: large_heap minor faults/op not >= 16 with a ratio: $faults"
     elif ! grep -q "Geometric mean" "$TMP/e2e.out"; then
         echo "FAIL bench.runner.end_to_end: no geometric-mean section in the table"
     elif [ "$(head -c 4 "$TMP/e2e/latest.png" | od -An -c | tr -d ' ')" != "211PNG" ]; then

@@ -1,4 +1,5 @@
-"""Unit tests for bench/stats.py (statistics, RESULT parsing, allocator proof).
+"""Unit tests for bench/stats.py (statistics, RESULT parsing, allocator proof,
+page-fault accounting) and for bench/run.py's summary, table and snapshot.
 
 Run:  /usr/bin/python3 tests/test_bench_stats.py            (plain unittest)
       /usr/bin/python3 tests/test_bench_stats.py --pass-fail (one PASS/FAIL/SKIP
@@ -6,13 +7,20 @@ Run:  /usr/bin/python3 tests/test_bench_stats.py            (plain unittest)
                                                               tests/suite_bench.sh)
 """
 
+import collections
+import contextlib
+import io
 import math
 import os
+import resource
+import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import stats  # noqa: E402
+import run  # noqa: E402
 
 GLIBC_LINE = ("RESULT workload=random_mixed threads=1 ops=2000000 seconds=0.048562 "
               "ops_per_sec=41184838.4 allocator=/lib/x86_64-linux-gnu/libc.so.6 "
@@ -178,6 +186,137 @@ class TestProof(unittest.TestCase):
 
     def test_unknown_allocator_rejected(self):
         self.assertRaises(stats.ProofError, stats.check_proof, "nosuch", self.fields())
+
+
+# what os.wait4 returns as its third value, reduced to the fields used
+FakeRusage = collections.namedtuple("FakeRusage", "ru_minflt ru_majflt ru_utime ru_stime")
+
+
+class TestFaults(unittest.TestCase):
+    def test_rusage_fields(self):
+        u = stats.rusage_fields(FakeRusage(410755, 2, 1.5, 5.75))
+        self.assertEqual(u, {"minflt": 410755, "majflt": 2, "utime_s": 1.5, "stime_s": 5.75})
+        self.assertIsInstance(u["minflt"], int)
+
+    def test_rusage_fields_of_real_struct(self):
+        # resource.struct_rusage and os.wait4's value are the same type
+        u = stats.rusage_fields(resource.getrusage(resource.RUSAGE_SELF))
+        self.assertGreater(u["minflt"], 0)
+        self.assertGreaterEqual(u["stime_s"], 0.0)
+
+    def test_rusage_fields_rejects_missing_or_negative(self):
+        self.assertRaises(stats.ParseError, stats.rusage_fields, object())
+        self.assertRaises(stats.ParseError, stats.rusage_fields, FakeRusage(-1, 0, 0.0, 0.0))
+
+    def test_wait4_of_a_child_counts_its_faults(self):
+        # the child writes 4096 fresh pages: at least that many minor faults
+        prog = "import mmap; m = mmap.mmap(-1, 4096 * 4096)\nfor i in range(0, len(m), 4096): m[i] = 1"
+        proc = subprocess.Popen([sys.executable, "-c", prog])
+        _, status, ru = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        self.assertEqual(proc.returncode, 0)
+        self.assertGreaterEqual(stats.rusage_fields(ru)["minflt"], 4096)
+
+    def test_per_op(self):
+        self.assertAlmostEqual(stats.per_op(410755, 500000), 0.82151)
+        self.assertRaises(ValueError, stats.per_op, 1, 0)
+
+    def test_fault_summary_medians(self):
+        runs = [({"minflt": 100, "majflt": 0, "utime_s": 1.0, "stime_s": 0.1}, 10),
+                ({"minflt": 900, "majflt": 1, "utime_s": 3.0, "stime_s": 0.3}, 100),
+                ({"minflt": 400, "majflt": 0, "utime_s": 2.0, "stime_s": 0.2}, 10)]
+        f = stats.fault_summary(runs)
+        # median of the per-run ratios 10, 9, 40 -- not median(minflt)/median(ops)
+        self.assertAlmostEqual(f["minflt_per_op"], 10.0)
+        self.assertEqual(f["minflt"], 400)
+        self.assertEqual(f["majflt"], 0)
+        self.assertAlmostEqual(f["stime_s"], 0.2)
+        self.assertRaises(ValueError, stats.fault_summary, [])
+
+
+class TestRunnerSummary(unittest.TestCase):
+    """bench/run.py: fault columns in the summary, the table and the CSV."""
+
+    ALLOCS = [("hakmem", "/x/libhakmem.so"), ("mimalloc", "/y/libmimalloc.so.2")]
+
+    def runs(self):
+        out = []
+        for rep, (h_flt, m_flt) in enumerate(((4000, 100), (5000, 120), (4500, 80))):
+            for alloc, flt, secs in (("hakmem", h_flt, 2.0 + rep), ("mimalloc", m_flt, 1.0)):
+                f = stats.parse_result_line(HAKMEM_LINE)
+                f.update(workload="churn_mixed", ops=1000, seconds=secs, ops_per_sec=1000 / secs)
+                out.append(run.Run("churn_mixed", alloc, rep, fields=f, usage={
+                    "minflt": flt, "majflt": 0, "utime_s": 0.5, "stime_s": 0.25}))
+        out.append(run.Run("churn_mixed", "hakmem", 3, error="timed out"))  # not counted
+        return out
+
+    def test_summary_faults_and_ratio(self):
+        rows, _ = run.summarize(self.runs(), self.ALLOCS, ["churn_mixed"], {})
+        h, m = rows
+        self.assertEqual((h["allocator"], m["allocator"]), ("hakmem", "mimalloc"))
+        self.assertAlmostEqual(h["minflt_per_op"], 4.5)
+        self.assertAlmostEqual(m["minflt_per_op"], 0.1)
+        self.assertAlmostEqual(h["faults_ratio_vs_mimalloc"], 45.0)
+        self.assertAlmostEqual(m["faults_ratio_vs_mimalloc"], 1.0)
+        self.assertAlmostEqual(h["median_seconds"], 3.0)
+        self.assertAlmostEqual(h["ratio_vs_mimalloc"], (1000 / 3.0) / 1000.0)
+        self.assertEqual(h["failed_runs"], 1)
+
+    def test_table_and_csv_carry_the_fault_column(self):
+        rows, geo = run.summarize(self.runs(), self.ALLOCS, ["churn_mixed"], {})
+        text = "\n".join(run.table_lines(rows, geo))
+        md = "\n".join(run.table_lines(rows, geo, markdown=True))
+        for t in (text, md):
+            self.assertIn("minor faults/op", t)
+            self.assertIn("faults vs mimalloc", t)
+        self.assertIn("| churn_mixed | hakmem |", md)
+        self.assertIn("| 4.5 | 45.00 |", md)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "latest.csv")
+            run.write_csv(path, rows)
+            with open(path) as fh:
+                header = fh.readline().strip().split(",")
+        for col in ("minflt_per_op", "faults_ratio_vs_mimalloc", "median_seconds", "minflt",
+                    "stime_s", "peak_rss_kb"):
+            self.assertIn(col, header)
+
+    def test_fmt_faults(self):
+        self.assertEqual(run.fmt_faults(None), "-")
+        self.assertEqual(run.fmt_faults(1535.4), "1535")
+        self.assertEqual(run.fmt_faults(4.5), "4.5")
+        self.assertEqual(run.fmt_faults(0.000171), "1.71e-04")
+
+
+class TestRunnerOutputs(unittest.TestCase):
+    def test_default_out_dir_is_ignored_by_git(self):
+        # make bench must leave the git tree clean: its results go under build/
+        rel = os.path.relpath(run.DEFAULT_OUT_DIR, run.ROOT)
+        self.assertTrue(rel.startswith("build" + os.sep), rel)
+        if not os.path.isdir(os.path.join(run.ROOT, ".git")) and \
+                not os.path.isfile(os.path.join(run.ROOT, ".git")):
+            self.skipTest("not a git checkout")
+        r = subprocess.run(["git", "-C", run.ROOT, "check-ignore", "-q",
+                            os.path.join(rel, "latest.md")])
+        self.assertEqual(r.returncode, 0, "%s is not ignored by git" % rel)
+        self.assertEqual(os.path.relpath(run.SNAPSHOT_DIR, run.ROOT), "results")
+
+    def test_snapshot_copies_and_refuses_without_results(self):
+        with tempfile.TemporaryDirectory() as d:
+            src, dst = os.path.join(d, "src"), os.path.join(d, "dst")
+            os.makedirs(src)
+            quiet = io.StringIO()
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                self.assertEqual(run.snapshot(src, dst), 2)  # nothing to copy
+            self.assertIn("no results to snapshot", quiet.getvalue())
+            self.assertFalse(os.path.exists(dst))
+            for f in run.SNAPSHOT_FILES:
+                with open(os.path.join(src, f), "w") as fh:
+                    fh.write("Profile `full`, %s\n" % f)
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                self.assertEqual(run.snapshot(src, dst), 0)
+            for f in run.SNAPSHOT_FILES:
+                with open(os.path.join(dst, f)) as fh:
+                    self.assertEqual(fh.read(), "Profile `full`, %s\n" % f)
 
 
 class _PassFailResult(unittest.TestResult):

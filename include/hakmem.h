@@ -44,7 +44,8 @@ void   hakmem_free_aligned_sized(void *p, size_t alignment, size_t size);
 /* Version string, e.g. "0.1.0". */
 const char *hakmem_version(void);
 
-/* Build variant: "release" or "debug". */
+/* Build variant: "release", "debug" (make debug: internal consistency
+ * checks) or "stats" (make stats: every allocation and free counted). */
 const char *hakmem_build_variant(void);
 
 /* 1 if p points into memory that hakmem manages (a live or free block, or a
@@ -87,8 +88,12 @@ int  hakmem_stats_get(hakmem_stats_t *out, size_t size);
 /* Print a report (hakmem's name, per-class table, OS calls, peak RSS) to stderr. */
 void hakmem_stats_print(void);
 
-/* Return free memory to the OS now (what malloc_trim(0) does). Returns 1 if
- * any memory was released, 0 otherwise. */
+/* Return free memory to the OS now (what malloc_trim(0) does): the calling
+ * thread's free pages, exited threads' heaps and the segment cache.  Returns
+ * 1 if hakmem made any madvise or munmap call anywhere in the process while
+ * it ran (the counters compared are process-wide: another thread's purge,
+ * huge free or mapping trim meanwhile counts too), 0 otherwise.  So 0 means
+ * this call released nothing; 1 does not prove that it did. */
 int hakmem_collect(void);
 
 #ifdef __cplusplus

@@ -1,80 +1,324 @@
 /* hak_crash.c -- a short report when SIGSEGV or SIGBUS hits inside hakmem.
  *
- * Installed at start-up (HAKMEM_CRASH_HANDLER=1, the default).  A fault whose
- * program counter lies in hakmem's own code prints which entry point it was
- * in, the faulting address and the pointer argument, then the previous
- * disposition is restored and the faulting instruction re-executed, so the
- * signal is raised again as if hakmem had never been there (core dump, or
- * the program's own handler).  A fault elsewhere goes straight to the handler
- * the program had installed before us; a handler the program installs later
- * simply replaces ours.  Costs nothing on the fast paths. */
+ * Installed by the library constructor (HAKMEM_CRASH_HANDLER=1, the default),
+ * on top of whatever the program had installed before.  Costs nothing on the
+ * fast paths and next to nothing at start-up.  The handler calls only
+ * async-signal-safe functions (write, open, lseek, read, close, sigaction,
+ * pthread_sigmask, raise) and never allocates.
+ *
+ *  - A fault (si_code > 0: the kernel raised it for an instruction) whose
+ *    program counter lies in one of hakmem's functions prints which function,
+ *    the faulting address and the first argument register; then the previous
+ *    disposition is restored (the default one if it was SIG_IGN, as the
+ *    kernel does for a fault) and the handler returns: the faulting
+ *    instruction runs again and the signal goes where it would have gone
+ *    without hakmem (core dump, or the program's handler).
+ *  - Any other SIGSEGV/SIGBUS -- a fault in the program's own code, or a
+ *    signal sent with kill(), raise(), pthread_kill() or sigqueue() (si_code
+ *    <= 0: there is nothing to re-execute) -- gets the previous disposition's
+ *    behaviour.  A handler is called as the kernel would call it: its
+ *    sa_mask and the signal itself blocked (unless SA_NODEFER), reset to
+ *    SIG_DFL first if SA_RESETHAND, with siginfo and context if SA_SIGINFO.
+ *    SIG_DFL is restored, then a fault re-executes and a sent signal is
+ *    raised again, so the process dies by it.  SIG_IGN ignores a sent
+ *    signal; a fault kills (the kernel does not let a fault be ignored).
+ *
+ * A handler the program installs later simply replaces ours.
+ *
+ * Which code is hakmem's: the functions named hak_*, hakmem_*, the global
+ * operators new and delete (_Znw*, _Zna*, _Zdl*, _Zda*), and the aliases of
+ * these (malloc is hakmem_malloc, ...).  When the fault comes, the handler
+ * reads the symbol table (.symtab, else .dynsym) of the file hakmem was
+ * loaded from, with open/lseek/read into small stack buffers, and picks the
+ * function whose address range holds the PC.  Reading it then rather than at
+ * start-up keeps every process's start-up free of that work.  In
+ * libhakmem.so all code is hakmem's, so the library's executable segment
+ * decides and the symbols only name the function ("?" if they cannot be
+ * read).  With libhakmem.a linked into a program only hakmem's own
+ * functions count, not the whole executable. */
 #include "hak_internal.h"
-#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <signal.h>
 #include <ucontext.h>
+#include <unistd.h>
+
+#if __SIZEOF_POINTER__ == 8
+#define HAK_ELFCLASS ELFCLASS64
+#else
+#define HAK_ELFCLASS ELFCLASS32
+#endif
 
 static struct sigaction hak_old_segv, hak_old_bus;
-static uintptr_t hak_text_lo, hak_text_hi;
+static uintptr_t hak_text_lo, hak_text_hi;   /* the executable segment holding hakmem */
+static bool hak_text_all_ours;               /* libhakmem.so: all of that segment is hakmem */
+static uintptr_t hak_bias;                   /* its load bias */
+static char hak_path[512];                   /* its file */
+static const char *hak_crash_variant;
 
-static int hak_find_text(struct dl_phdr_info *info, size_t size, void *arg) {
+/* ---- reading the symbol table (async-signal-safe) ---- */
+
+static bool hak_read_at(int fd, uint64_t off, void *buf, size_t n) {
+    if (lseek(fd, (off_t)off, SEEK_SET) != (off_t)off) return false;
+    for (size_t got = 0; got < n;) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+static bool hak_prefix(const char *s, const char *p) {
+    while (*p) if (*s++ != *p++) return false;
+    return true;
+}
+static bool hak_same(const char *a, const char *b) {
+    while (*a && *a == *b) { a++; b++; }
+    return *a == *b;
+}
+static bool hak_is_own_name(const char *s) {
+    return hak_prefix(s, "hak_") || hak_prefix(s, "hakmem_") || hak_prefix(s, "_Znw") ||
+           hak_prefix(s, "_Zna") || hak_prefix(s, "_Zdl") || hak_prefix(s, "_Zda");
+}
+/* Of aliases, report the standard name: malloc before hakmem_malloc. */
+static int hak_name_rank(const char *s) {
+    return hak_prefix(s, "hakmem_") ? 2 : hak_prefix(s, "__") ? 1 : 0;
+}
+
+#define HAK_NAME_MAX 80
+#define HAK_CANDIDATES 6
+typedef struct hak_cand_s {
+    uintptr_t lo;
+    uint32_t name_off;
+    char name[HAK_NAME_MAX];
+} hak_cand_t;
+typedef struct hak_scan_s {
+    hak_cand_t at_pc[HAK_CANDIDATES];      /* functions whose range holds the PC */
+    hak_cand_t check[2];                   /* symbols at hak_crash_install, hakmem_build_variant */
+    unsigned n_pc, n_check;
+} hak_scan_t;
+
+static void hak_cand_add(hak_cand_t *c, unsigned *n, unsigned max, uintptr_t lo, uint32_t name_off) {
+    if (*n < max) { c[*n].lo = lo; c[*n].name_off = name_off; c[*n].name[0] = 0; (*n)++; }
+}
+
+/* Name the function of hakmem holding pc in out (HAK_NAME_MAX bytes).
+ * Returns 1 if found, 0 if pc is in no function of hakmem, -1 if that
+ * cannot be told: the symbols could not be read, do not belong to the loaded
+ * file, or are only .dynsym (which lacks the internal functions). */
+static int hak_func_at(uintptr_t pc, char *out) {
+    int result = -1;
+    int fd = open(hak_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ElfW(Ehdr) eh;
+    ElfW(Shdr) sh, symsec = { 0 }, strsec;
+    bool have = false;
+    if (!hak_read_at(fd, 0, &eh, sizeof eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != HAK_ELFCLASS || eh.e_shentsize != sizeof(ElfW(Shdr)))
+        goto out;
+    for (int pass = 0; pass < 2 && !have; pass++) {
+        for (unsigned i = 0; i < eh.e_shnum && !have; i++) {
+            if (!hak_read_at(fd, eh.e_shoff + (uint64_t)i * sizeof sh, &sh, sizeof sh)) goto out;
+            if (sh.sh_type == (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM)) { symsec = sh; have = true; }
+        }
+    }
+    if (!have || symsec.sh_entsize != sizeof(ElfW(Sym)) || symsec.sh_link >= eh.e_shnum ||
+        !hak_read_at(fd, eh.e_shoff + (uint64_t)symsec.sh_link * sizeof sh, &strsec, sizeof strsec))
+        goto out;
+
+    hak_scan_t s;
+    s.n_pc = s.n_check = 0;
+    uintptr_t self = (uintptr_t)&hak_crash_install, pub = (uintptr_t)&hakmem_build_variant;
+    ElfW(Sym) chunk[32];
+    size_t count = symsec.sh_size / sizeof(ElfW(Sym));
+    for (size_t i = 0; i < count; i += 32) {
+        size_t n = count - i < 32 ? count - i : 32;
+        if (!hak_read_at(fd, symsec.sh_offset + i * sizeof(ElfW(Sym)), chunk, n * sizeof(ElfW(Sym)))) goto out;
+        for (size_t j = 0; j < n; j++) {
+            const ElfW(Sym) *y = &chunk[j];
+            if ((y->st_info & 0xf) != STT_FUNC || y->st_shndx == SHN_UNDEF || y->st_size == 0) continue;
+            uintptr_t lo = hak_bias + y->st_value;
+            if (pc >= lo && pc - lo < y->st_size) hak_cand_add(s.at_pc, &s.n_pc, HAK_CANDIDATES, lo, y->st_name);
+            if (lo == self || lo == pub) hak_cand_add(s.check, &s.n_check, 2, lo, y->st_name);
+        }
+    }
+    /* the names, at most HAK_NAME_MAX - 1 bytes each */
+    hak_cand_t *all[HAK_CANDIDATES + 2];
+    unsigned n_all = 0;
+    for (unsigned i = 0; i < s.n_pc; i++) all[n_all++] = &s.at_pc[i];
+    for (unsigned i = 0; i < s.n_check; i++) all[n_all++] = &s.check[i];
+    for (unsigned i = 0; i < n_all; i++) {
+        hak_cand_t *c = all[i];
+        if (c->name_off >= strsec.sh_size) continue;
+        size_t n = strsec.sh_size - c->name_off;
+        if (n > HAK_NAME_MAX - 1) n = HAK_NAME_MAX - 1;
+        if (!hak_read_at(fd, strsec.sh_offset + c->name_off, c->name, n)) goto out;
+        c->name[n] = 0;
+    }
+    /* this file is the one loaded: hak_crash_install (or, in a file with
+     * only .dynsym, hakmem_build_variant) is where it is in memory */
+    bool valid = false;
+    for (unsigned i = 0; i < s.n_check; i++)
+        valid |= (s.check[i].lo == self && hak_same(s.check[i].name, "hak_crash_install")) ||
+                 (s.check[i].lo == pub && hak_same(s.check[i].name, "hakmem_build_variant"));
+    if (!valid) goto out;
+    /* hakmem's if one of the names is; then the best-known of its aliases */
+    const char *best = NULL;
+    result = 0;
+    for (unsigned i = 0; i < s.n_pc; i++) {
+        if (!hak_is_own_name(s.at_pc[i].name)) continue;
+        for (unsigned k = 0; k < s.n_pc; k++)
+            if (s.at_pc[k].lo == s.at_pc[i].lo && s.at_pc[k].name[0] &&
+                (!best || hak_name_rank(s.at_pc[k].name) < hak_name_rank(best)))
+                best = s.at_pc[k].name;
+    }
+    if (best) {
+        size_t n = 0;
+        while (best[n] && n < HAK_NAME_MAX - 1) { out[n] = best[n]; n++; }
+        out[n] = 0;
+        result = 1;
+    } else if (symsec.sh_type != SHT_SYMTAB) {
+        result = -1;
+    }
+out:
+    close(fd);
+    return result;
+}
+
+/* ---- the handler ---- */
+
+static void hak_crash_set(int sig, void (*handler)(int)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+}
+
+/* Call the program's handler as the kernel would have. */
+static void hak_crash_call(int sig, siginfo_t *si, void *ctx, struct sigaction *saved, int saved_errno) {
+    struct sigaction old = *saved;
+    sigset_t mask = old.sa_mask, prev;
+    if (!(old.sa_flags & SA_NODEFER)) sigaddset(&mask, sig);
+    if (old.sa_flags & SA_RESETHAND) {
+        saved->sa_handler = SIG_DFL;      /* (should our handler ever be reinstated) */
+        saved->sa_flags = 0;
+        hak_crash_set(sig, SIG_DFL);
+    }
+    pthread_sigmask(SIG_BLOCK, &mask, &prev);
+    errno = saved_errno;
+    if (old.sa_flags & SA_SIGINFO) old.sa_sigaction(sig, si, ctx);
+    else old.sa_handler(sig);
+    saved_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    errno = saved_errno;
+}
+
+/* A fault at pc: report it if pc is in hakmem's code.  Returns true then. */
+static bool hak_crash_report(int sig, const siginfo_t *si, const void *ctx) {
+    uintptr_t pc = 0, arg = 0;
+#if defined(__x86_64__)
+    const ucontext_t *uc = (const ucontext_t *)ctx;
+    pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    arg = (uintptr_t)uc->uc_mcontext.gregs[REG_RDI];
+#elif defined(__aarch64__)
+    const ucontext_t *uc = (const ucontext_t *)ctx;
+    pc = (uintptr_t)uc->uc_mcontext.pc;
+    arg = (uintptr_t)uc->uc_mcontext.regs[0];
+#endif
+    if (pc < hak_text_lo || pc >= hak_text_hi) return false;
+    char name[HAK_NAME_MAX] = "?";
+    int found = hak_func_at(pc, name);
+    if (found == 0 || (found < 0 && !hak_text_all_ours)) return false;
+    hak_message("hakmem: %s inside the allocator (in %s, near %s()): fault address %p, first argument register %p\n",
+                sig == SIGSEGV ? "SIGSEGV" : "SIGBUS", hak_crash_variant, name, si->si_addr, (void *)arg);
+    hak_message("hakmem: this usually means heap corruption: a write past a block, or a use after free\n");
+    return true;
+}
+
+static void hak_crash_handler(int sig, siginfo_t *si, void *ctx) {
+    int saved_errno = errno;
+    struct sigaction *old = sig == SIGBUS ? &hak_old_bus : &hak_old_segv;
+    /* A fault has an instruction that raises it again when re-executed;
+     * kill(), raise(), sigqueue() (si_code <= 0) and an asynchronous
+     * machine-check report do not. */
+    bool fault = si && si->si_code > 0;
+#ifdef BUS_MCEERR_AO
+    if (sig == SIGBUS && fault && si->si_code == BUS_MCEERR_AO) fault = false;
+#endif
+    if (fault && ctx && hak_crash_report(sig, si, ctx)) {
+        /* the previous disposition gets the re-executed fault */
+        if (old->sa_handler == SIG_IGN) hak_crash_set(sig, SIG_DFL);
+        else sigaction(sig, old, NULL);
+    } else if (old->sa_handler == SIG_IGN) {
+        if (fault) hak_crash_set(sig, SIG_DFL);   /* a fault cannot be ignored */
+    } else if (old->sa_handler == SIG_DFL) {
+        hak_crash_set(sig, SIG_DFL);
+        if (!fault) {                              /* nothing re-executes: raise it again */
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, sig);
+            pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+            raise(sig);
+        }
+    } else {
+        hak_crash_call(sig, si, ctx, old, saved_errno);
+        return;
+    }
+    errno = saved_errno;
+}
+
+/* ---- installing it ---- */
+
+static int hak_find_self(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size; (void)arg;
-    uintptr_t self = (uintptr_t)&hak_find_text;
+    uintptr_t pc = (uintptr_t)&hak_find_self;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (self >= lo && self < hi) { hak_text_lo = lo; hak_text_hi = hi; return 1; }
+        if (pc < lo || pc >= hi) continue;
+        hak_text_lo = lo; hak_text_hi = hi;
+        hak_bias = info->dlpi_addr;
+        /* the main program, with hakmem linked in, has no name */
+        const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : NULL;
+        hak_text_all_ours = name != NULL;
+        if (!name) name = "/proc/self/exe";
+        size_t n = 0, len = strlen(name);
+        if (name[0] != '/' && getcwd(hak_path, sizeof hak_path - 1)) {   /* the program may chdir */
+            n = strlen(hak_path);
+            if (n + 1 + len < sizeof hak_path) hak_path[n++] = '/';
+            else n = 0;
+        }
+        if (n + len < sizeof hak_path) {
+            memcpy(hak_path + n, name, len + 1);
+        } else {
+            hak_path[0] = 0;
+        }
+        return 1;
     }
     return 0;
 }
 
-static void hak_crash_handler(int sig, siginfo_t *si, void *ctx) {
-    struct sigaction *old = sig == SIGSEGV ? &hak_old_segv : &hak_old_bus;
-    uintptr_t pc = 0, arg = 0;
-#if defined(__x86_64__)
-    ucontext_t *uc = (ucontext_t *)ctx;
-    pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    arg = (uintptr_t)uc->uc_mcontext.gregs[REG_RDI];
-#elif defined(__aarch64__)
-    ucontext_t *uc = (ucontext_t *)ctx;
-    pc = (uintptr_t)uc->uc_mcontext.pc;
-    arg = (uintptr_t)uc->uc_mcontext.regs[0];
-#endif
-    if (pc >= hak_text_lo && pc < hak_text_hi) {
-        Dl_info info;
-        const char *op = (dladdr((void *)pc, &info) && info.dli_sname) ? info.dli_sname : "?";
-        hak_message("hakmem: %s inside the allocator (in %s, near %s()): fault address %p, pointer argument %p\n",
-                    sig == SIGSEGV ? "SIGSEGV" : "SIGBUS", hakmem_build_variant(), op,
-                    si ? si->si_addr : NULL, (void *)arg);
-        hak_message("hakmem: this usually means heap corruption: a write past a block, or a use after free\n");
-    } else if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
-        old->sa_sigaction(sig, si, ctx);
-        return;
-    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
-        old->sa_handler(sig);
-        return;
-    }
-    /* Re-raise: restore the previous disposition (default if it ignored the
-     * signal) and return; the faulting instruction runs again. */
-    struct sigaction dfl;
-    if (old->sa_handler == SIG_IGN && !(old->sa_flags & SA_SIGINFO)) {
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        old = &dfl;
-    }
-    sigaction(sig, old, NULL);
-}
-
 void hak_crash_install(void) {
     if (!hak_opt.crash_handler) return;
-    dl_iterate_phdr(hak_find_text, NULL);
-    if (!hak_text_lo) return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = hak_crash_handler;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &hak_old_segv);
-    sigaction(SIGBUS, &sa, &hak_old_bus);
+    dl_iterate_phdr(hak_find_self, NULL);
+    if (!hak_text_hi) return;
+    hak_crash_variant = hakmem_build_variant();
+    static const int sigs[2] = { SIGSEGV, SIGBUS };
+    for (int i = 0; i < 2; i++) {
+        struct sigaction *old = sigs[i] == SIGSEGV ? &hak_old_segv : &hak_old_bus;
+        struct sigaction sa;
+        if (sigaction(sigs[i], NULL, old) != 0) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = hak_crash_handler;
+        /* SA_NODEFER and an empty mask: the program's handler is then called
+         * with exactly the mask it asked for; SA_RESTART if it asked for it */
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | (old->sa_flags & SA_RESTART);
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
 }

@@ -1,5 +1,7 @@
 /* hak_huge.c -- huge blocks (above HAK_LARGE_MAX): a mapping of their own
- * with a one-page segment header in front of the block. */
+ * with a segment header (hak_segment_t and one hak_page_t, 768 bytes) in
+ * front of the block: the block starts 768 bytes into its 4 MiB-aligned
+ * mapping (rounded up to the alignment asked for), not on a page boundary. */
 #include "hak_internal.h"
 
 static size_t hak_huge_header(void) { return sizeof(hak_segment_t) + sizeof(hak_page_t); }

@@ -7,8 +7,8 @@
  * page      A run of memory holding blocks of one size class, with three
  *           free lists (see hak_page_t).  A page is 64 KiB (small: blocks
  *           <= 8 KiB, so 8 to 4,096 blocks a page), 128/256/512 KiB (medium,
- *           <= 16/32/64 KiB: 8..15 blocks a page) or 4 MiB (large, <= 2 MiB:
- *           one to a few blocks).  Huge blocks get a page of their own
+ *           <= 16/32/64 KiB: 8..14 blocks a page) or 4 MiB (large, <= 2 MiB:
+ *           1..56 blocks).  Huge blocks get a page of their own
  *           inside a mapping of their own.
  * segment   A 4 MiB-aligned region of 4 MiB (the earlier hakmem called these
  *           SuperSlabs).  Its header holds the page descriptors (in a small
@@ -78,7 +78,7 @@
 #define HAK_SLICE_SHIFT 16     /* segment page table granularity (64 KiB) */
 
 /* Page kinds: a small page holds 8..4,096 blocks of its class, a medium page
- * 8..15, a large page one to a few, so that a class's partly used medium or
+ * 8..14, a large page 1..56, so that a class's partly used medium or
  * large page keeps little idle memory.  All pages of a segment have one kind. */
 typedef enum hak_page_kind_e {
     HAK_PAGE_SMALL = 0,     /* 64 KiB pages, blocks <= 8 KiB */

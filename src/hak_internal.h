@@ -4,6 +4,13 @@
 #define HAK_INTERNAL_H
 
 #include "hak_types.h"
+/* Test builds only (tests/os.mk): a smaller region map, so that ordinary mmap
+ * results fall outside it, and a way to place the next hinted mapping. */
+#ifdef HAK_TEST_ADDRESS_BITS
+#undef HAK_ADDRESS_BITS
+#define HAK_ADDRESS_BITS HAK_TEST_ADDRESS_BITS
+void hak_os_test_hint(uintptr_t hint);          /* hak_os.c */
+#endif
 #include "hakmem.h"
 #include <errno.h>
 #include <string.h>

@@ -1,0 +1,338 @@
+/* test_os.c -- the platform layer: the region map's limits
+ * (tests/suite_os.sh).
+ *
+ * usage: test_os [-p PREFIX] [-t TEST] [--expect-hakmem | --expect-glibc]
+ *        test_os_lowmap [-p PREFIX] [-t TEST] --lowmap   (tests/os.mk builds)
+ *
+ * --lowmap: only in the builds of tests/os.mk, where hakmem is compiled in
+ * with HAK_TEST_ADDRESS_BITS=HAK_TEST_LOWMAP (a region map of 1 TiB): every
+ * allocation must return NULL with ENOMEM or memory the map describes, and
+ * the map is never written past its end.  Each case runs in a child process.
+ */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pattern.h"
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+#define GiB ((size_t)1024 * 1024 * 1024)
+#define ALIGNED(p, a) (((uintptr_t)(p) & ((a) - 1)) == 0)
+
+static int expect_hakmem = -1;      /* 1 hakmem, 0 glibc, -1 no expectation */
+static hak_owns_fn_t owns;          /* NULL unless hakmem is the allocator */
+
+static inline int intact(const char *p, size_t n, int c)
+{
+    for (size_t i = 0; i < n; i += 4093)
+        if (p[i] != (char)c)
+            return 0;
+    return p[n - 1] == (char)c;
+}
+
+static void test_served(void)
+{
+    if (expect_hakmem < 0)
+        SKIP_TEST("no --expect-hakmem/--expect-glibc given");
+    if (expect_hakmem)
+        CHECKF(owns != NULL, "hakmem_owns not found: the allocator in use is not hakmem");
+    else
+        CHECKF(owns == NULL, "hakmem_owns present although the glibc baseline was expected");
+}
+
+/* ---- --lowmap: hakmem compiled in with a 2^HAK_TEST_LOWMAP region map ---- */
+#ifdef HAK_TEST_LOWMAP
+#define LIMIT ((uintptr_t)1 << HAK_TEST_LOWMAP)
+#define SEG ((uintptr_t)4 * MiB)
+/* hakmem's internals, linked into this program (hidden, not static) */
+extern _Atomic uint16_t hak_segmap[];
+void hak_segmap_set(const void *p, uint16_t v);
+void hak_os_test_hint(uintptr_t hint);
+#define SEGMAP_ENTRIES (LIMIT / SEG)
+
+static int describable(const void *p, size_t n)
+{
+    return (uintptr_t)p < LIMIT && n <= LIMIT - (uintptr_t)p;
+}
+
+/* An allocation of n bytes gave p (errno e): NULL with ENOMEM, or memory
+ * the map describes and hakmem owns, from its first byte to its last. */
+static int lowmap_result(const char *what, void *p, size_t n, int e)
+{
+    if (!p) {
+        CHECKF(e == ENOMEM, "%s: NULL with errno %d, want ENOMEM", what, e);
+        return 0;
+    }
+    CHECKF(describable(p, n), "%s = %p, up to %p: beyond the region map's 2^%d", what, p,
+           (void *)((uintptr_t)p + n), HAK_TEST_LOWMAP);
+    CHECKF(hakmem_owns(p) == 1 && hakmem_owns((char *)p + n - 1) == 1,
+           "%s = %p: hakmem_owns denies its first or last byte", what, p);
+    ((volatile char *)p)[n - 1] = 1;           /* mapped to its end (a realloc's old bytes stay) */
+    return 1;
+}
+
+/* Every size path, aligned blocks, calloc and a huge realloc. */
+static void lowmap_blocks(void)
+{
+    static const size_t sizes[] = {16, 100, 1000, 8000, 20000, 60000, 300 * KiB, 2 * MiB,
+                                   3 * MiB, 9 * MiB, 100 * MiB};
+    void *keep[64];
+    int got = 0;
+    char what[64];
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        errno = 0;
+        void *p = malloc(sizes[i]);
+        snprintf(what, sizeof what, "malloc(%zu)", sizes[i]);
+        got += lowmap_result(what, p, sizes[i], errno);
+        free(p);
+    }
+    CHECKF(got == sizeof sizes / sizeof sizes[0], "only %d of %zu mallocs succeeded", got,
+           sizeof sizes / sizeof sizes[0]);
+    for (int i = 0; i < 64; i++) {             /* many segments: the hint moves on */
+        errno = 0;
+        keep[i] = malloc(1 * MiB + 1000);
+        lowmap_result("malloc(1 MiB + 1000)", keep[i], 1 * MiB + 1000, errno);
+    }
+    for (int i = 0; i < 64; i++)
+        free(keep[i]);
+    errno = 0;
+    void *c = calloc(1, 40 * MiB);
+    lowmap_result("calloc(1, 40 MiB)", c, 40 * MiB, errno);
+    free(c);
+    static const size_t aligns[] = {64, 4096, 1 * MiB, 8 * MiB, 64 * MiB};
+    for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+        errno = 0;
+        void *p = memalign(aligns[i], 5 * MiB);
+        snprintf(what, sizeof what, "memalign(%zu, 5 MiB)", aligns[i]);
+        if (lowmap_result(what, p, 5 * MiB, errno))
+            CHECKF(ALIGNED(p, aligns[i]), "%s = %p misaligned", what, p);
+        free(p);
+    }
+    errno = 0;
+    void *h = malloc(9 * MiB);
+    if (lowmap_result("malloc(9 MiB)", h, 9 * MiB, errno)) {
+        errno = 0;
+        void *g = realloc(h, 300 * MiB);
+        if (lowmap_result("realloc(9 MiB block, 300 MiB)", g, 300 * MiB, errno))
+            h = g;
+        free(h);
+    }
+}
+
+/* The kernel cannot put a hinted mapping inside the map (a PROT_NONE block
+ * covers the hint area): every try lands outside it, so allocations must
+ * fail with ENOMEM; once the block is gone, they work again. */
+static void lowmap_blocked(void)
+{
+    uintptr_t lo = LIMIT / 64;
+    size_t len = LIMIT - lo;
+    void *b = mmap((void *)lo, len, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (b == MAP_FAILED || b != (void *)lo) {
+        if (b != MAP_FAILED)
+            munmap(b, len);
+        SKIP_TEST("cannot reserve the hint area");
+    }
+    static const size_t sizes[] = {100, 20000, 300 * KiB, 3 * MiB, 9 * MiB};
+    char what[64];
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        errno = 0;
+        void *p = malloc(sizes[i]);
+        snprintf(what, sizeof what, "blocked: malloc(%zu)", sizes[i]);
+        lowmap_result(what, p, sizes[i], errno);
+        free(p);
+    }
+    errno = 0;
+    void *a = memalign(8 * MiB, 100);
+    lowmap_result("blocked: memalign(8 MiB, 100)", a, 100, errno);
+    free(a);
+    munmap(b, len);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        errno = 0;
+        void *p = malloc(sizes[i]);
+        snprintf(what, sizeof what, "unblocked: malloc(%zu)", sizes[i]);
+        CHECKF(lowmap_result(what, p, sizes[i], errno), "%s failed once the area was free", what);
+        free(p);
+    }
+}
+
+/* A huge block just below the map's end grows: in place it would cross the
+ * end, so it must move (or fail), never be described past the map. */
+static void lowmap_remap(void)
+{
+    uintptr_t at = LIMIT - 2 * SEG;
+    hak_os_test_hint(at);
+    errno = 0;
+    char *p = malloc(5 * MiB);
+    if (!lowmap_result("malloc(5 MiB)", p, 5 * MiB, errno))
+        return;
+    if (((uintptr_t)p & ~(SEG - 1)) != at) {
+        free(p);
+        SKIP_TEST("the kernel did not honour the hint below the map's end");
+    }
+    memset(p, 0x77, 5 * MiB);
+    errno = 0;
+    char *q = realloc(p, 64 * MiB);
+    if (lowmap_result("realloc(5 MiB block at the end of the map, 64 MiB)", q, 64 * MiB, errno)) {
+        CHECKF(intact(q, 5 * MiB, 0x77), "realloc lost the contents");
+        p = q;
+    } else {
+        CHECKF(intact(p, 5 * MiB, 0x77), "a failed realloc damaged the block");
+    }
+    free(p);
+}
+
+/* hak_segmap_set with an address outside the map: refused (release) or
+ * fatal (debug), never a write past the map nor into an aliased entry. */
+static int debug_build;
+static void lowmap_segmap_set(void)
+{
+    static const uintptr_t bad[] = {LIMIT, LIMIT + SEG, 2 * LIMIT, (uintptr_t)1 << 46,
+                                    (uintptr_t)1 << 47, (uintptr_t)1 << 56,
+                                    UINTPTR_MAX & ~(SEG - 1)};
+    uint64_t before = 0;
+    for (size_t i = 0; i < SEGMAP_ENTRIES; i++)
+        before = before * 31 + hak_segmap[i];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        hak_segmap_set((void *)bad[i], 0x1234);
+    CHECKF(!debug_build, "the debug build did not stop at an address outside the map");
+    uint64_t after = 0;
+    for (size_t i = 0; i < SEGMAP_ENTRIES; i++)
+        after = after * 31 + hak_segmap[i];
+    CHECKF(before == after, "refused writes changed entries inside the map");
+}
+
+/* Run body in a child process (a clean allocator, and a crash is a failure
+ * of this test only); want_sig: the signal it must die of, or 0. */
+static void in_child(void (*body)(void), int want_sig, const char *want_err)
+{
+    struct shared { int fails, skipped; char msg[512]; } *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int errp[2];
+    if (sh == MAP_FAILED || pipe(errp) != 0) {
+        CHECKF(0, "mmap/pipe failed");
+        return;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(errp[0]);
+        dup2(errp[1], 2);
+        body();
+        sh->fails = chk_fail_count;
+        sh->skipped = chk_skipped;
+        snprintf(sh->msg, sizeof sh->msg, "%s", chk_fail_count ? chk_first : chk_skip_reason);
+        fflush(stdout);
+        _exit(0);
+    }
+    close(errp[1]);
+    char err[2048], sink[512];
+    size_t n = 0;
+    for (;;) {                                 /* read to EOF: the child never blocks */
+        int room = n < sizeof err - 1;
+        ssize_t r = room ? read(errp[0], err + n, sizeof err - 1 - n) : read(errp[0], sink, sizeof sink);
+        if (r <= 0)
+            break;
+        if (room)
+            n += (size_t)r;
+    }
+    err[n] = 0;
+    close(errp[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    for (char *c = err; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    if (WIFSIGNALED(st)) {
+        CHECKF(WTERMSIG(st) == want_sig, "child died of signal %d (%s); stderr: %.200s",
+               WTERMSIG(st), strsignal(WTERMSIG(st)), err);
+        if (want_err)
+            CHECKF(strstr(err, want_err) != NULL, "stderr lacks \"%s\": %.200s", want_err, err);
+    } else if (want_sig) {
+        CHECKF(0, "child exited (status %d), want signal %d; %s", WEXITSTATUS(st), want_sig,
+               sh->fails ? sh->msg : "");
+    } else if (sh->fails) {
+        CHECKF(0, "%s%s", sh->msg, sh->fails > 1 ? " (and more)" : "");
+    } else if (sh->skipped) {
+        chk_skipped = 1;
+        snprintf(chk_skip_reason, sizeof chk_skip_reason, "%.250s", sh->msg);
+    }
+    munmap(sh, sizeof *sh);
+}
+
+static void test_lowmap_blocks(void) { in_child(lowmap_blocks, 0, NULL); }
+static void test_lowmap_blocked(void) { in_child(lowmap_blocked, 0, NULL); }
+static void test_lowmap_remap(void) { in_child(lowmap_remap, 0, NULL); }
+static void test_lowmap_segmap_set(void)
+{
+    if (debug_build)
+        in_child(lowmap_segmap_set, SIGABRT, "hakmem: ");
+    else
+        in_child(lowmap_segmap_set, 0, NULL);
+}
+#endif /* HAK_TEST_LOWMAP */
+
+static const char *only;             /* -t NAME: run just that test */
+#undef RUN_TEST
+#define RUN_TEST(fn)                                                          \
+    do {                                                                      \
+        if (only && strcmp(only, #fn))                                        \
+            break;                                                            \
+        chk_name = #fn;                                                       \
+        chk_fail_count = 0;                                                   \
+        chk_skipped = 0;                                                      \
+        chk_first[0] = '\0';                                                  \
+        test_##fn();                                                          \
+        chk_report();                                                         \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    int lowmap = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-p") && i + 1 < argc)
+            chk_prefix = argv[++i];
+        else if (!strcmp(argv[i], "--expect-hakmem"))
+            expect_hakmem = 1;
+        else if (!strcmp(argv[i], "--expect-glibc"))
+            expect_hakmem = 0;
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--lowmap"))
+            lowmap = 1;
+        else {
+            fprintf(stderr, "usage: %s [-p prefix] [-t test] [--expect-hakmem|--expect-glibc] "
+                            "[--lowmap]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (lowmap) {
+#ifdef HAK_TEST_LOWMAP
+        debug_build = !strcmp(hakmem_build_variant(), "debug");
+        printf("# hakmem %s compiled in, region map 2^%d bytes\n", hakmem_build_variant(),
+               HAK_TEST_LOWMAP);
+        RUN_TEST(lowmap_segmap_set);
+        RUN_TEST(lowmap_blocks);
+        RUN_TEST(lowmap_blocked);
+        RUN_TEST(lowmap_remap);
+        return check_exit_code();
+#else
+        fprintf(stderr, "%s: --lowmap needs the build of tests/os.mk\n", argv[0]);
+        return 2;
+#endif
+    }
+    owns = hak_find_owns();
+    RUN_TEST(served);
+    return check_exit_code();
+}

@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
-#include <sys/auxv.h>
+#include <sys/random.h>
 
 static size_t hak_page_size_cached;
 
@@ -58,10 +58,36 @@ static bool hak_os_describable(uintptr_t p, size_t size) {
     return p < HAK_MAP_LIMIT && size <= HAK_MAP_LIMIT - p;
 }
 
+/* 64 random bits, for the hint area.  Never from AT_RANDOM: glibc builds the
+ * stack canary (and pointer guard) from those bytes, and heap addresses are
+ * no secret.  getrandom allocates nothing; if it fails (no syscall, seccomp,
+ * entropy pool not ready), mix clocks and addresses that ASLR chose. */
+static uint64_t hak_os_mix(uint64_t x) {
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27; x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t hak_os_random(void) {
+    uint64_t r = 0;
+    int saved = errno;
+    ssize_t n = getrandom(&r, sizeof r, GRND_NONBLOCK);
+    errno = saved;
+    if (n == (ssize_t)sizeof r) return r;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r = hak_os_mix(r ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = hak_os_mix(r ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec);
+    r = hak_os_mix(r ^ (uintptr_t)&ts);                    /* stack: ASLR */
+    r = hak_os_mix(r ^ (uintptr_t)&hak_page_size_cached);  /* this library: ASLR */
+    return hak_os_mix(r ^ (uint64_t)getpid());
+}
+
 /* Aligned mappings first try one mmap at a hint just past the previous one:
  * the kernel honours a free hint, and the result is aligned without the two
  * trimming munmaps of the fallback.  The hint area starts at a random 4 MiB
- * boundary (AT_RANDOM) in [2 TiB, 6 TiB) (for the 47-bit map: 1/64 of the map plus up
+ * boundary in [2 TiB, 6 TiB) (for the 47-bit map: 1/64 of the map plus up
  * to 1/32 of it), below the top-down mmap area and far above brk.  A hint
  * that was taken moves on 64 GiB (1/2048 of the map); past the map's end the
  * hints start again at 2 TiB. */
@@ -80,12 +106,8 @@ void hak_os_test_hint(uintptr_t hint) { atomic_store_explicit(&hak_hint_next, hi
 static void *hak_os_map_hinted(size_t size, size_t align, int prot, bool *again) {
     *again = false;
     uintptr_t hint = atomic_load_explicit(&hak_hint_next, memory_order_relaxed);
-    if (hint == 0) {
-        const uint8_t *r = (const uint8_t *)getauxval(AT_RANDOM);
-        uintptr_t rnd = 0;
-        if (r) memcpy(&rnd, r, sizeof rnd);
-        hint = HAK_HINT_BASE + ((uintptr_t)(rnd % HAK_HINT_SPREAD_UNITS) << HAK_SEGMENT_SHIFT);
-    }
+    if (hint == 0)
+        hint = HAK_HINT_BASE + ((uintptr_t)(hak_os_random() % HAK_HINT_SPREAD_UNITS) << HAK_SEGMENT_SHIFT);
     hint = (hint + align - 1) & ~(uintptr_t)(align - 1);
     if (!hak_os_describable(hint, size)) {             /* past the end: start again */
         hint = (HAK_HINT_BASE + align - 1) & ~(uintptr_t)(align - 1);

@@ -1,9 +1,12 @@
-/* test_os.c -- the platform layer: the region map's limits
- * (tests/suite_os.sh).
+/* test_os.c -- the platform layer: the region map's limits and the mmap
+ * hint (tests/suite_os.sh).
  *
  * usage: test_os [-p PREFIX] [-t TEST] [--expect-hakmem | --expect-glibc]
+ *        test_os --canary
  *        test_os_lowmap [-p PREFIX] [-t TEST] --lowmap   (tests/os.mk builds)
  *
+ * --canary: print the stack canary's bits 8..19 and bits 30..41 of the
+ * address of a malloc'd block (the suite compares them over many runs).
  * --lowmap: only in the builds of tests/os.mk, where hakmem is compiled in
  * with HAK_TEST_ADDRESS_BITS=HAK_TEST_LOWMAP (a region map of 1 TiB): every
  * allocation must return NULL with ENOMEM or memory the map describes, and
@@ -49,6 +52,38 @@ static void test_served(void)
         CHECKF(owns != NULL, "hakmem_owns not found: the allocator in use is not hakmem");
     else
         CHECKF(owns == NULL, "hakmem_owns present although the glibc baseline was expected");
+}
+
+/* ---- --canary ---- */
+
+static int print_canary(void)
+{
+    uintptr_t canary;
+#if defined(__x86_64__)
+    __asm__ volatile("mov %%fs:0x28, %0" : "=r"(canary));
+#elif defined(__aarch64__) || defined(__powerpc64__) || defined(__s390x__)
+    extern uintptr_t __stack_chk_guard __attribute__((weak));
+    if (!&__stack_chk_guard) {
+        printf("SKIP no stack canary on this platform\n");
+        return 0;
+    }
+    canary = __stack_chk_guard;
+#else
+    printf("SKIP no stack canary on this platform\n");
+    return 0;
+#endif
+    void *p = malloc(64);
+    if (!p) {
+        printf("FAIL malloc(64) failed\n");
+        return 1;
+    }
+    /* glibc: canary = AT_RANDOM bytes 0..7 with the low byte zeroed */
+    owns = hak_find_owns();
+    printf("canary_bits %u addr_bits %u owned %d canary %#lx addr %p\n",
+           (unsigned)((canary >> 8) & 0xfff), (unsigned)(((uintptr_t)p >> 30) & 0xfff),
+           owns ? owns(p) : 0, (unsigned long)canary, p);
+    free(p);
+    return 0;
 }
 
 /* ---- --lowmap: hakmem compiled in with a 2^HAK_TEST_LOWMAP region map ---- */
@@ -309,11 +344,13 @@ int main(int argc, char **argv)
             expect_hakmem = 0;
         else if (!strcmp(argv[i], "-t") && i + 1 < argc)
             only = argv[++i];
+        else if (!strcmp(argv[i], "--canary"))
+            return print_canary();
         else if (!strcmp(argv[i], "--lowmap"))
             lowmap = 1;
         else {
             fprintf(stderr, "usage: %s [-p prefix] [-t test] [--expect-hakmem|--expect-glibc] "
-                            "[--lowmap]\n", argv[0]);
+                            "[--canary | --lowmap]\n", argv[0]);
             return 2;
         }
     }

@@ -22,8 +22,13 @@ static void hak_os_mapped(int64_t delta) {
     hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, delta);
 }
 
-/* mmap flags: read-write mappings and PROT_NONE reservations */
-#define HAK_MAP_RW   (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+/* Overcommit: read-write mappings are made without MAP_NORESERVE, as glibc
+ * makes them, so the kernel's policy (vm.overcommit_memory) decides: the
+ * heuristic mode refuses one mapping larger than RAM + swap, the strict mode
+ * accounts every one.  Only PROT_NONE reservations keep MAP_NORESERVE; they
+ * are never accounted and hakmem never makes them writable in place (they
+ * are mremap destinations, and a moved mapping keeps its own accounting). */
+#define HAK_MAP_RW   (MAP_PRIVATE | MAP_ANONYMOUS)
 #define HAK_MAP_NONE (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
 
 /* Memory for hakmem's own metadata (heaps): never entered in the region map,

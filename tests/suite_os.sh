@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # suite_os.sh -- the platform layer (tests/test_os.c, builds in tests/os.mk):
+#   os.glibc / os.preload / os.preload_debug
+#       glibc 2.36's memalign and aligned_alloc rules, posix_memalign's, and
+#       the kernel's overcommit policy; the glibc run proves the tests sound
 #   os.lowmap / os.lowmap_debug
 #       hakmem compiled in with a 1 TiB region map: nothing beyond the map is
 #       handed out or written to the map
@@ -13,6 +16,15 @@ BIN=$T/test_os
 LOW=$T/os/test_os_lowmap
 LOWD=$T/os/test_os_lowmap_debug
 
+if need os.glibc "$BIN"; then
+    run_bin os.glibc 120 "$BIN" -p os.glibc --expect-glibc
+fi
+if need os.preload "$BIN" "$REL_SO"; then
+    run_bin os.preload 120 env LD_PRELOAD="$REL_SO" "$BIN" -p os.preload --expect-hakmem
+fi
+if need os.preload_debug "$BIN" "$DBG_SO"; then
+    run_bin os.preload_debug 300 env LD_PRELOAD="$DBG_SO" "$BIN" -p os.preload_debug --expect-hakmem
+fi
 if need os.lowmap "$LOW"; then
     run_bin os.lowmap 120 "$LOW" -p os.lowmap --lowmap
 fi

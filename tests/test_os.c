@@ -1,10 +1,20 @@
-/* test_os.c -- the platform layer: the region map's limits and the mmap
- * hint (tests/suite_os.sh).
+/* test_os.c -- the platform layer against glibc's behaviour and the region
+ * map's limits (tests/suite_os.sh).
  *
  * usage: test_os [-p PREFIX] [-t TEST] [--expect-hakmem | --expect-glibc]
  *        test_os --canary
  *        test_os_lowmap [-p PREFIX] [-t TEST] --lowmap   (tests/os.mk builds)
  *
+ * Default: glibc 2.36's rules, run against whatever malloc the process has
+ * (glibc itself proves the tests sound):
+ *   memalign_rounds    memalign and aligned_alloc round an alignment that is
+ *                      not a power of two up (<= 16: like malloc); beyond
+ *                      SIZE_MAX/2+1: EINVAL
+ *   posix_memalign_rules  posix_memalign keeps EINVAL for those
+ *   overcommit         malloc, calloc, realloc (small and huge blocks) and the
+ *                      aligned family of more than RAM+swap fail with ENOMEM
+ *                      as the kernel's overcommit policy says, and the
+ *                      program goes on (skipped when overcommit_memory is 1)
  * --canary: print the stack canary's bits 8..19 and bits 30..41 of the
  * address of a malloc'd block (the suite compares them over many runs).
  * --lowmap: only in the builds of tests/os.mk, where hakmem is compiled in
@@ -52,6 +62,201 @@ static void test_served(void)
         CHECKF(owns != NULL, "hakmem_owns not found: the allocator in use is not hakmem");
     else
         CHECKF(owns == NULL, "hakmem_owns present although the glibc baseline was expected");
+}
+
+/* ---- memalign and aligned_alloc: glibc 2.36 ---- */
+
+/* volatile: the compiler must not reason about these sizes */
+static volatile size_t v_size_max = SIZE_MAX;
+
+static void check_block(const char *fn, size_t a, size_t s, void *p, int e, size_t want_align)
+{
+    CHECKF(p != NULL, "%s(%zu, %zu) = NULL errno %d, want a block", fn, a, s, e);
+    if (!p)
+        return;
+    CHECKF(ALIGNED(p, want_align), "%s(%zu, %zu) = %p, not aligned to %zu", fn, a, s, p,
+           want_align);
+    CHECKF(malloc_usable_size(p) >= s, "%s(%zu, %zu): usable %zu", fn, a, s,
+           malloc_usable_size(p));
+    CHECKF(!owns || owns(p) == 1, "%s(%zu, %zu) = %p not hakmem's", fn, a, s, p);
+    memset(p, 0x6b, s);
+}
+
+static void test_memalign_rounds(void)
+{
+    /* <= 16: malloc's alignment; else the next power of two */
+    static const size_t aligns[] = {0, 1, 2, 3, 8, 15, 16, 17, 24, 31, 33, 48, 100, 4095, 4097,
+                                    3 * 4096, 100000, 3 * MiB + 1, 5 * MiB};
+    static const size_t sizes[] = {0, 1, 64, 5000, 300 * KiB, 3 * MiB};
+    for (int fn = 0; fn < 2; fn++) {
+        const char *name = fn ? "aligned_alloc" : "memalign";
+        for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+            size_t a = aligns[i], want = 16;
+            while (want < a)
+                want *= 2;
+            for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
+                size_t s = sizes[j];
+                errno = 0;
+                void *p = fn ? aligned_alloc(a, s) : memalign(a, s);
+                check_block(name, a, s, p, errno, want);
+                free(p);
+            }
+        }
+        /* alignments no power of two of size_t reaches: EINVAL; 2^63 (or
+         * rounded up to it): no room, ENOMEM */
+        static const size_t einval[] = {((size_t)1 << 63) + 1, ((size_t)1 << 63) + 4096,
+                                        SIZE_MAX - 1};
+        for (size_t i = 0; i < sizeof einval / sizeof einval[0]; i++) {
+            errno = 0;
+            void *p = fn ? aligned_alloc(einval[i], 64) : memalign(einval[i], 64);
+            int e = errno;
+            CHECKF(p == NULL && e == EINVAL, "%s(%#zx, 64) = %p errno %d, want NULL/EINVAL", name,
+                   einval[i], p, e);
+            free(p);
+        }
+        errno = 0;
+        void *p = fn ? aligned_alloc(v_size_max, 64) : memalign(v_size_max, 64);
+        CHECKF(p == NULL && errno == EINVAL, "%s(SIZE_MAX, 64) = %p errno %d, want EINVAL", name,
+               p, errno);
+        free(p);
+        static const size_t enomem[] = {(size_t)1 << 63, ((size_t)1 << 62) + 1};
+        for (size_t i = 0; i < sizeof enomem / sizeof enomem[0]; i++) {
+            errno = 0;
+            p = fn ? aligned_alloc(enomem[i], 64) : memalign(enomem[i], 64);
+            int e = errno;
+            CHECKF(p == NULL && e == ENOMEM, "%s(%#zx, 64) = %p errno %d, want NULL/ENOMEM", name,
+                   enomem[i], p, e);
+            free(p);
+        }
+    }
+}
+
+static void test_posix_memalign_rules(void)
+{
+    static const size_t bad[] = {0, 1, 2, 4, 3, 12, 24, 48, 100, 4097, 3 * 4096,
+                                 ((size_t)1 << 63) + 1, SIZE_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        void *sentinel = (void *)&owns, *p = sentinel;
+        int rc = posix_memalign(&p, bad[i], 64);
+        CHECKF(rc == EINVAL && p == sentinel, "posix_memalign(%#zx, 64) = %d, %p; want EINVAL",
+               bad[i], rc, p);
+        if (rc == 0)
+            free(p);
+    }
+    /* size 0 with an alignment above the huge header: the block must still
+     * be one that free and malloc_usable_size accept */
+    static const size_t good[] = {8, 16, 32, 4096, 4 * MiB, 8 * MiB};
+    static const size_t sizes[] = {0, 100};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        for (size_t j = 0; j < 2; j++) {
+            void *p = NULL;
+            int rc = posix_memalign(&p, good[i], sizes[j]);
+            CHECKF(rc == 0, "posix_memalign(%zu, %zu) = %d", good[i], sizes[j], rc);
+            if (rc == 0)
+                check_block("posix_memalign", good[i], sizes[j], p, 0, good[i]);
+            free(p);
+        }
+    }
+}
+
+/* ---- the kernel's overcommit policy ---- */
+
+static int read_overcommit_mode(void)
+{
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int mode = -1;
+    if (f) {
+        if (fscanf(f, "%d", &mode) != 1)
+            mode = -1;
+        fclose(f);
+    }
+    return mode;
+}
+
+static char *filled(size_t n, int c)
+{
+    char *p = malloc(n);
+    if (p)
+        memset(p, c, n);
+    return p;
+}
+
+static void test_overcommit(void)
+{
+    int mode = read_overcommit_mode();
+    if (mode == 1)
+        SKIP_TEST("vm.overcommit_memory is 1: the kernel grants every mapping");
+    if (mode < 0)
+        SKIP_TEST("cannot read /proc/sys/vm/overcommit_memory");
+    struct sysinfo si;
+    if (sysinfo(&si) != 0)
+        SKIP_TEST("sysinfo failed");
+    /* mode 0 refuses one mapping larger than RAM + swap; mode 2 accounts
+     * everything against CommitLimit (swap + overcommit_ratio % of RAM) */
+    uint64_t ram_swap = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+    uint64_t limit = ram_swap;
+    unsigned long long commit_kb = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "CommitLimit: %llu kB", &commit_kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (mode == 2 && commit_kb * 1024 > limit)
+        limit = commit_kb * 1024;
+    size_t big = (size_t)(limit + limit / 8 + GiB);
+    printf("# overcommit_memory %d, RAM+swap %llu MiB, CommitLimit %llu MiB, asking for %zu MiB\n",
+           mode, (unsigned long long)(ram_swap >> 20), commit_kb >> 10,
+           big >> 20);
+#define EXPECT_ENOMEM(expr, what)                                                             \
+    do {                                                                                      \
+        errno = 0;                                                                            \
+        void *q_ = (expr);                                                                    \
+        int e_ = errno;                                                                       \
+        CHECKF(q_ == NULL && e_ == ENOMEM, "%s of %zu MiB = %p errno %d, want NULL/ENOMEM",   \
+               what, big >> 20, q_, e_);                                                      \
+        free(q_);                                                                             \
+    } while (0)
+    EXPECT_ENOMEM(malloc(big), "malloc");
+    EXPECT_ENOMEM(calloc(1, big), "calloc(1, n)");
+    EXPECT_ENOMEM(calloc(big / 4096, 4096), "calloc(n/4096, 4096)");
+    EXPECT_ENOMEM(memalign(4096, big), "memalign");
+    EXPECT_ENOMEM(aligned_alloc(64, big), "aligned_alloc");
+    EXPECT_ENOMEM(valloc(big), "valloc");
+    void *pm = (void *)&owns;
+    int rc = posix_memalign(&pm, 64, big);
+    CHECKF(rc == ENOMEM && pm == (void *)&owns, "posix_memalign of %zu MiB = %d", big >> 20, rc);
+    if (rc == 0)
+        free(pm);
+    /* realloc of a small and of a huge block: NULL, ENOMEM, the block intact */
+    static const size_t from[] = {1000, 300 * KiB, 8 * MiB};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) {
+        char *p = filled(from[i], 0x3c);
+        CHECKF(p != NULL, "malloc(%zu) failed", from[i]);
+        if (!p)
+            continue;
+        errno = 0;
+        void *q = realloc(p, big);
+        int e = errno;
+        CHECKF(q == NULL && e == ENOMEM, "realloc(%zu-byte block, %zu MiB) = %p errno %d",
+               from[i], big >> 20, q, e);
+        if (q) {
+            free(q);
+            continue;
+        }
+        CHECKF(intact(p, from[i], 0x3c), "a failed realloc damaged the %zu-byte block", from[i]);
+        free(p);
+    }
+    /* the program goes on */
+    static const size_t after[] = {100, 1 * MiB, 64 * MiB};
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) {
+        char *p = filled(after[i], 0x11);
+        CHECKF(p != NULL, "malloc(%zu) after the refusals failed", after[i]);
+        if (p)
+            CHECK(intact(p, after[i], 0x11));
+        free(p);
+    }
 }
 
 /* ---- --canary ---- */
@@ -371,5 +576,8 @@ int main(int argc, char **argv)
     }
     owns = hak_find_owns();
     RUN_TEST(served);
+    RUN_TEST(memalign_rounds);
+    RUN_TEST(posix_memalign_rules);
+    RUN_TEST(overcommit);
     return check_exit_code();
 }

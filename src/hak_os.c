@@ -99,7 +99,7 @@ static uint64_t hak_os_random(void) {
 #define HAK_HINT_BASE ((uintptr_t)1 << (HAK_ADDRESS_BITS - 6))
 #define HAK_HINT_SPREAD_UNITS ((uint64_t)1 << (HAK_ADDRESS_BITS - 5 - HAK_SEGMENT_SHIFT))
 #define HAK_HINT_SKIP ((uintptr_t)1 << (HAK_ADDRESS_BITS - 11))
-#define HAK_HINT_TRIES 4           /* hints per call before the mmap(NULL) fallback */
+#define HAK_HINT_TRIES 4           /* hints per call at most */
 static _Atomic uintptr_t hak_hint_next;
 
 #ifdef HAK_TEST_ADDRESS_BITS
@@ -133,19 +133,11 @@ static void *hak_os_map_hinted(size_t size, size_t align, int prot, bool *again)
     return p;
 }
 
-/* Map size bytes aligned to align (a power of two >= the OS page), inside
- * the region map: a few hints, then map size + align anywhere and unmap the
- * unaligned head and the tail.  NULL if the kernel has no memory, or none
- * that the map can describe. */
-static void *hak_os_map_aligned_prot(size_t size, size_t align, int prot) {
-    if (size == 0 || size > HAK_MAP_LIMIT || align > HAK_MAP_LIMIT) return NULL;
-    int saved = errno;
-    bool again = true;
-    for (int i = 0; i < HAK_HINT_TRIES && again; i++) {
-        void *hinted = hak_os_map_hinted(size, align, prot, &again);
-        if (hinted) { errno = saved; return hinted; }
-    }
+/* Map size bytes anywhere and keep the part aligned to align: NULL if that
+ * part lies outside the map (everything is unmapped again). */
+static void *hak_os_map_trimmed(size_t size, size_t align, int prot) {
     size_t total = size + align;
+    int saved = errno;
     hak_count(mmap_calls);
     void *raw = mmap(NULL, total, prot, prot == PROT_NONE ? HAK_MAP_NONE : HAK_MAP_RW, -1, 0);
     errno = saved;
@@ -160,6 +152,23 @@ static void *hak_os_map_aligned_prot(size_t size, size_t align, int prot) {
     if (head) hak_os_unmap(raw, head);
     if (tail) hak_os_unmap((void *)(start + size), tail);
     return (void *)start;
+}
+
+/* Map size bytes aligned to align (a power of two >= the OS page), inside
+ * the region map: the hint; if it was taken, one mmap anywhere (trimmed to
+ * the alignment: where the kernel's own choice lies inside the map, as on
+ * x86-64, this costs what it did before); if that lies outside the map too,
+ * a few more hints.  NULL if the kernel has no memory, or none that the map
+ * can describe. */
+static void *hak_os_map_aligned_prot(size_t size, size_t align, int prot) {
+    if (size == 0 || size > HAK_MAP_LIMIT || align > HAK_MAP_LIMIT) return NULL;
+    int saved = errno;
+    bool again;
+    void *p = hak_os_map_hinted(size, align, prot, &again);
+    if (!p) p = hak_os_map_trimmed(size, align, prot);
+    for (int i = 1; !p && again && i < HAK_HINT_TRIES; i++) p = hak_os_map_hinted(size, align, prot, &again);
+    errno = saved;
+    return p;
 }
 
 void *hak_os_map_aligned(size_t size, size_t align) {

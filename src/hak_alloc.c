@@ -123,15 +123,18 @@ HAK_EXPORT int hakmem_posix_memalign(void **out, size_t align, size_t size) {
     return 0;
 }
 
-HAK_EXPORT void *hakmem_aligned_alloc(size_t align, size_t size) {
-    if (!hak_pow2(align)) { errno = EINVAL; return NULL; }
-    return hak_malloc_aligned(size, align, false);
-}
+/* As glibc 2.36, where aligned_alloc is memalign (glibc 2.38 made it
+ * refuse an alignment that is not a power of two). */
+HAK_EXPORT void *hakmem_aligned_alloc(size_t align, size_t size) { return hakmem_memalign(align, size); }
 
-/* Stricter than glibc, which rounds a bad alignment up: EINVAL, as
- * aligned_alloc and posix_memalign. */
+/* As glibc: an alignment up to 16 is malloc's, one that is not a power of
+ * two is rounded up to the next (a drop-in replacement must not fail where
+ * glibc succeeds), and one above the largest power of two of size_t fails
+ * with EINVAL.  posix_memalign keeps its own rule (EINVAL). */
 HAK_EXPORT void *hakmem_memalign(size_t align, size_t size) {
-    if (!hak_pow2(align)) { errno = EINVAL; return NULL; }
+    if (align > SIZE_MAX / 2 + 1) { errno = EINVAL; return NULL; }
+    if (align > HAK_MIN_ALIGN && !hak_pow2(align))
+        align = (size_t)1 << (sizeof(unsigned long) * 8 - (size_t)__builtin_clzl((unsigned long)align));
     return hak_malloc_aligned(size, align, false);
 }
 

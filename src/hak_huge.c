@@ -47,7 +47,8 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     size_t offset = hak_round_up(hak_huge_header(), align);
     size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
     if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
-    size_t map_size = hak_round_up(offset + size, hak_os_page_size());
+    /* size 0 (an aligned allocation): the block must still start inside the mapping */
+    size_t map_size = hak_round_up(offset + (size ? size : 1), hak_os_page_size());
     hak_segment_t *seg = hak_os_map_aligned(map_size, map_align);
     if (!seg) { errno = ENOMEM; return NULL; }
     hak_huge_setup(seg, map_size, offset);

@@ -4,6 +4,13 @@
 #define HAK_INTERNAL_H
 
 #include "hak_types.h"
+/* Test builds only (tests/os.mk): a smaller region map, so that ordinary mmap
+ * results fall outside it, and a way to place the next hinted mapping. */
+#ifdef HAK_TEST_ADDRESS_BITS
+#undef HAK_ADDRESS_BITS
+#define HAK_ADDRESS_BITS HAK_TEST_ADDRESS_BITS
+void hak_os_test_hint(uintptr_t hint);          /* hak_os.c */
+#endif
 #include "hakmem.h"
 #include <errno.h>
 #include <string.h>
@@ -76,7 +83,7 @@ uint64_t hak_os_now_ms(void);
 uint64_t hak_os_rss_peak_bytes(void);
 size_t hak_os_rss_bytes(void);
 void hak_os_write_err(const char *s, size_t n);
-bool hak_os_random(void *buf, size_t n);        /* getrandom; false if none */
+uint64_t hak_os_random(void);                   /* getrandom, else clocks and ASLR mixed */
 
 /* ---- process secrets (hak_secret.c) ---- */
 extern _Atomic uint64_t hak_secrets[2];

@@ -6,7 +6,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
-#include <sys/auxv.h>
 #include <sys/random.h>
 
 static size_t hak_page_size_cached;
@@ -23,10 +22,21 @@ static void hak_os_mapped(int64_t delta) {
     hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, delta);
 }
 
+/* Overcommit: read-write mappings are made without MAP_NORESERVE, as glibc
+ * makes them, so the kernel's policy (vm.overcommit_memory) decides: the
+ * heuristic mode refuses one mapping larger than RAM + swap, the strict mode
+ * accounts every one.  Only PROT_NONE reservations keep MAP_NORESERVE; they
+ * are never accounted and hakmem never makes them writable in place (they
+ * are mremap destinations, and a moved mapping keeps its own accounting). */
+#define HAK_MAP_RW   (MAP_PRIVATE | MAP_ANONYMOUS)
+#define HAK_MAP_NONE (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+
+/* Memory for hakmem's own metadata (heaps): never entered in the region map,
+ * so it may lie anywhere. */
 void *hak_os_map(size_t size) {
     int saved = errno;
     hak_count(mmap_calls);
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, HAK_MAP_RW, -1, 0);
     errno = saved;
     if (p == MAP_FAILED) return NULL;
     hak_os_mapped((int64_t)size);
@@ -41,32 +51,81 @@ void hak_os_unmap(void *p, size_t size) {
     errno = saved;
 }
 
-/* Map size bytes aligned to align (a power of two >= the OS page): map more,
- * then unmap the unaligned head and the tail. */
+/* The region map describes [0, 2^HAK_ADDRESS_BITS) (hak_types.h).
+ * hak_os_map_aligned, hak_os_reserve_aligned and hak_os_remap hand out only
+ * ranges that lie wholly inside it: every unit of a huge mapping gets an
+ * entry.  Whatever the kernel returns is checked -- a hint is only a hint,
+ * mmap(NULL) may return addresses above 2^47 (aarch64 with 48-bit virtual
+ * addresses), and a test build shrinks the map. */
+#define HAK_MAP_LIMIT ((uintptr_t)1 << HAK_ADDRESS_BITS)
+
+static bool hak_os_describable(uintptr_t p, size_t size) {
+    return p < HAK_MAP_LIMIT && size <= HAK_MAP_LIMIT - p;
+}
+
+/* 64 random bits, for the hint area and hakmem's secrets (hak_secret.c).  Never from AT_RANDOM: glibc builds the
+ * stack canary (and pointer guard) from those bytes, and heap addresses are
+ * no secret.  getrandom allocates nothing; if it fails (no syscall, seccomp,
+ * entropy pool not ready), mix clocks and addresses that ASLR chose. */
+static uint64_t hak_os_mix(uint64_t x) {
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27; x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+uint64_t hak_os_random(void) {
+    uint64_t r = 0;
+    int saved = errno;
+    ssize_t n = getrandom(&r, sizeof r, GRND_NONBLOCK);
+    errno = saved;
+    if (n == (ssize_t)sizeof r) return r;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r = hak_os_mix(r ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = hak_os_mix(r ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec);
+    r = hak_os_mix(r ^ (uintptr_t)&ts);                    /* stack: ASLR */
+    r = hak_os_mix(r ^ (uintptr_t)&hak_page_size_cached);  /* this library: ASLR */
+    return hak_os_mix(r ^ (uint64_t)getpid());
+}
+
 /* Aligned mappings first try one mmap at a hint just past the previous one:
  * the kernel honours a free hint, and the result is aligned without the two
- * trimming munmaps of the fallback.  The hint area starts at a random
- * 4 MiB-aligned address between 2 and 6 TiB (AT_RANDOM), below the
- * top-down mmap area and far above brk. */
+ * trimming munmaps of the fallback.  The hint area starts at a random 4 MiB
+ * boundary in [2 TiB, 6 TiB) (for the 47-bit map: 1/64 of the map plus up
+ * to 1/32 of it), below the top-down mmap area and far above brk.  A hint
+ * that was taken moves on 64 GiB (1/2048 of the map); past the map's end the
+ * hints start again at 2 TiB. */
+#define HAK_HINT_BASE ((uintptr_t)1 << (HAK_ADDRESS_BITS - 6))
+#define HAK_HINT_SPREAD_UNITS ((uint64_t)1 << (HAK_ADDRESS_BITS - 5 - HAK_SEGMENT_SHIFT))
+#define HAK_HINT_SKIP ((uintptr_t)1 << (HAK_ADDRESS_BITS - 11))
+#define HAK_HINT_TRIES 4           /* hints per call at most */
 static _Atomic uintptr_t hak_hint_next;
 
-static void *hak_os_map_hinted(size_t size, size_t align, int prot) {
+#ifdef HAK_TEST_ADDRESS_BITS
+void hak_os_test_hint(uintptr_t hint) { atomic_store_explicit(&hak_hint_next, hint, memory_order_relaxed); }
+#endif
+
+/* One try at the hint.  NULL with *again set: the hint was taken or lay
+ * outside the map, try the next one; without: mmap itself failed. */
+static void *hak_os_map_hinted(size_t size, size_t align, int prot, bool *again) {
+    *again = false;
     uintptr_t hint = atomic_load_explicit(&hak_hint_next, memory_order_relaxed);
-    if (hint == 0) {
-        const uint8_t *r = (const uint8_t *)getauxval(AT_RANDOM);
-        uintptr_t rnd = 0;
-        if (r) memcpy(&rnd, r, sizeof rnd);
-        hint = ((uintptr_t)2 << 40) + ((rnd % ((uintptr_t)1 << 20)) << 22);   /* 2..6 TiB */
-    }
+    if (hint == 0)
+        hint = HAK_HINT_BASE + ((uintptr_t)(hak_os_random() % HAK_HINT_SPREAD_UNITS) << HAK_SEGMENT_SHIFT);
     hint = (hint + align - 1) & ~(uintptr_t)(align - 1);
-    if (hint + size < hint || ((hint + size) >> HAK_ADDRESS_BITS)) return NULL;
+    if (!hak_os_describable(hint, size)) {             /* past the end: start again */
+        hint = (HAK_HINT_BASE + align - 1) & ~(uintptr_t)(align - 1);
+        if (!hak_os_describable(hint, size)) return NULL;
+    }
     hak_count(mmap_calls);
-    void *p = mmap((void *)hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = mmap((void *)hint, size, prot, prot == PROT_NONE ? HAK_MAP_NONE : HAK_MAP_RW, -1, 0);
     if (p == MAP_FAILED) return NULL;
-    if ((uintptr_t)p & (align - 1)) {            /* hint taken by something else */
-        hak_count(munmap_calls);
+    if (((uintptr_t)p & (align - 1)) || !hak_os_describable((uintptr_t)p, size)) {
+        hak_count(munmap_calls);                    /* the kernel put it elsewhere */
         munmap(p, size);
-        atomic_store_explicit(&hak_hint_next, hint + ((uintptr_t)64 << 30), memory_order_relaxed);
+        atomic_store_explicit(&hak_hint_next, hint + HAK_HINT_SKIP, memory_order_relaxed);
+        *again = true;
         return NULL;
     }
     atomic_store_explicit(&hak_hint_next, (uintptr_t)p + size, memory_order_relaxed);
@@ -74,23 +133,42 @@ static void *hak_os_map_hinted(size_t size, size_t align, int prot) {
     return p;
 }
 
-static void *hak_os_map_aligned_prot(size_t size, size_t align, int prot) {
+/* Map size bytes anywhere and keep the part aligned to align: NULL if that
+ * part lies outside the map (everything is unmapped again). */
+static void *hak_os_map_trimmed(size_t size, size_t align, int prot) {
     size_t total = size + align;
-    if (total < size) return NULL;
     int saved = errno;
-    void *hinted = hak_os_map_hinted(size, align, prot);
-    errno = saved;
-    if (hinted) return hinted;
     hak_count(mmap_calls);
-    void *raw = mmap(NULL, total, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *raw = mmap(NULL, total, prot, prot == PROT_NONE ? HAK_MAP_NONE : HAK_MAP_RW, -1, 0);
     errno = saved;
     if (raw == MAP_FAILED) return NULL;
     hak_os_mapped((int64_t)total);
     uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+    if (!hak_os_describable(start, size)) {
+        hak_os_unmap(raw, total);
+        return NULL;
+    }
     size_t head = start - (uintptr_t)raw, tail = total - head - size;
     if (head) hak_os_unmap(raw, head);
     if (tail) hak_os_unmap((void *)(start + size), tail);
     return (void *)start;
+}
+
+/* Map size bytes aligned to align (a power of two >= the OS page), inside
+ * the region map: the hint; if it was taken, one mmap anywhere (trimmed to
+ * the alignment: where the kernel's own choice lies inside the map, as on
+ * x86-64, this costs what it did before); if that lies outside the map too,
+ * a few more hints.  NULL if the kernel has no memory, or none that the map
+ * can describe. */
+static void *hak_os_map_aligned_prot(size_t size, size_t align, int prot) {
+    if (size == 0 || size > HAK_MAP_LIMIT || align > HAK_MAP_LIMIT) return NULL;
+    int saved = errno;
+    bool again;
+    void *p = hak_os_map_hinted(size, align, prot, &again);
+    if (!p) p = hak_os_map_trimmed(size, align, prot);
+    for (int i = 1; !p && again && i < HAK_HINT_TRIES; i++) p = hak_os_map_hinted(size, align, prot, &again);
+    errno = saved;
+    return p;
 }
 
 void *hak_os_map_aligned(size_t size, size_t align) {
@@ -110,8 +188,12 @@ void hak_os_purge(void *p, size_t size) {
 }
 
 /* Grow or shrink a mapping.  fixed_addr == NULL: only in place.  Otherwise
- * move the pages to fixed_addr (a reservation of new_size bytes). */
+ * move the pages to fixed_addr (a reservation of new_size bytes).  NULL if
+ * the kernel refuses, or if the result would reach past the region map (an
+ * in-place growth over its end: the caller then moves the block). */
 void *hak_os_remap(void *p, size_t old_size, size_t new_size, void *fixed_addr) {
+    /* the result is [fixed_addr or p, + new_size): it must fit in the map */
+    if (!hak_os_describable((uintptr_t)(fixed_addr ? fixed_addr : p), new_size)) return NULL;
     int saved = errno;
     hak_count(mremap_calls);
     void *r = fixed_addr ? mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, fixed_addr)
@@ -156,18 +238,4 @@ void hak_os_write_err(const char *s, size_t n) {
         if (w <= 0) return;
         s += w; n -= (size_t)w;
     }
-}
-
-/* Fill buf with n random bytes from the kernel (getrandom: no file, no
- * allocation).  False if the kernel gives none. */
-bool hak_os_random(void *buf, size_t n) {
-    int saved = errno;
-    uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t r = getrandom(p, n, GRND_NONBLOCK);
-        if (r <= 0) { if (r < 0 && errno == EINTR) continue; errno = saved; return false; }
-        p += r; n -= (size_t)r;
-    }
-    errno = saved;
-    return true;
 }

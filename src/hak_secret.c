@@ -9,12 +9,7 @@ _Atomic uint64_t hak_secrets[2];
 
 /* Draw the secrets (once; racing callers agree on the first winner's). */
 HAK_NOINLINE uint64_t hak_secret_init(unsigned i) {
-    uint64_t r[2] = { 0, 0 };
-    if (!hak_os_random(r, sizeof r) || (r[0] | r[1]) == 0) {
-        /* no entropy source: the clock and an address still vary per run */
-        r[0] = hak_os_now_ms() * 0x9e3779b97f4a7c15u ^ (uintptr_t)&r;
-        r[1] = (r[0] ^ (uintptr_t)&hak_secrets) * 0xbf58476d1ce4e5b9u;
-    }
+    uint64_t r[2] = { hak_os_random(), hak_os_random() };
     for (unsigned k = 0; k < 2; k++) {
         uint64_t expected = 0, v = r[k] | 1;       /* odd: never 0 */
         atomic_compare_exchange_strong_explicit(&hak_secrets[k], &expected, v,

@@ -6,8 +6,16 @@
 
 _Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES];
 
+/* The OS layer hands out only memory the map describes (hak_os.c), so an
+ * address beyond it is a bug: refused, never written past the map nor into
+ * an aliased entry; fatal in the debug build. */
 void hak_segmap_set(const void *p, uint16_t v) {
-    atomic_store_explicit(&hak_segmap[(uintptr_t)p >> HAK_SEGMENT_SHIFT], v, memory_order_release);
+    uintptr_t idx = (uintptr_t)p >> HAK_SEGMENT_SHIFT;
+    if (hak_unlikely(idx >= HAK_SEGMAP_ENTRIES)) {
+        if (HAK_DEBUG_ENABLED) hak_fatal("region map", "address outside the map", p);
+        return;
+    }
+    atomic_store_explicit(&hak_segmap[idx], v, memory_order_release);
 }
 
 hak_segment_t *hak_segment_of_checked(const void *p) {

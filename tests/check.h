@@ -99,8 +99,27 @@ static inline void chk_report(void)
     fflush(stdout);
 }
 
+static const char *chk_only;          /* -t NAME: run just that test */
+static int chk_expect_hakmem = -1;    /* --expect-hakmem 1, --expect-glibc 0, else -1 */
+
+/* The options every test program takes: -p PREFIX, -t TEST,
+ * --expect-hakmem, --expect-glibc.  Returns 1 if argv[*i] was one (and
+ * advances *i past its value). */
+__attribute__((unused))
+static int chk_common_option(int argc, char **argv, int *i)
+{
+    if (!strcmp(argv[*i], "-p") && *i + 1 < argc) chk_prefix = argv[++*i];
+    else if (!strcmp(argv[*i], "-t") && *i + 1 < argc) chk_only = argv[++*i];
+    else if (!strcmp(argv[*i], "--expect-hakmem")) chk_expect_hakmem = 1;
+    else if (!strcmp(argv[*i], "--expect-glibc")) chk_expect_hakmem = 0;
+    else return 0;
+    return 1;
+}
+
 #define RUN_TEST(fn)                                                          \
     do {                                                                      \
+        if (chk_only && strcmp(chk_only, #fn))                                \
+            break;                                                            \
         chk_name = #fn;                                                       \
         chk_fail_count = 0;                                                   \
         chk_skipped = 0;                                                      \

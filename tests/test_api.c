@@ -27,7 +27,6 @@
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1024 * 1024)
 
-static int expect_hakmem = -1;      /* 1 hakmem, 0 glibc, -1 no expectation */
 static const char *expect_variant;  /* "release" / "debug" / NULL */
 static int quick;
 static hak_owns_fn_t owns;          /* NULL unless hakmem is the allocator */
@@ -63,9 +62,9 @@ static size_t rand_size(size_t max)
 
 static void test_served(void)
 {
-    if (expect_hakmem < 0)
+    if (chk_expect_hakmem < 0)
         SKIP_TEST("no --expect-hakmem/--expect-glibc given");
-    if (expect_hakmem == 0) {
+    if (chk_expect_hakmem == 0) {
         CHECKF(owns == NULL, "hakmem_owns present although the glibc baseline was expected");
         void *p = malloc(100);
         CHECK(p != NULL);
@@ -457,12 +456,8 @@ static void test_cross_thread_free(void)
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-p") && i + 1 < argc)
-            chk_prefix = argv[++i];
-        else if (!strcmp(argv[i], "--expect-hakmem"))
-            expect_hakmem = 1;
-        else if (!strcmp(argv[i], "--expect-glibc"))
-            expect_hakmem = 0;
+        if (chk_common_option(argc, argv, &i))
+            continue;
         else if (!strcmp(argv[i], "--variant") && i + 1 < argc)
             expect_variant = argv[++i];
         else if (!strcmp(argv[i], "--quick"))

@@ -43,7 +43,6 @@
 #define GiB ((size_t)1024 * 1024 * 1024)
 #define ALIGNED(p, a) (((uintptr_t)(p) & ((a) - 1)) == 0)
 
-static int expect_hakmem = -1;      /* 1 hakmem, 0 glibc, -1 no expectation */
 static hak_owns_fn_t owns;          /* NULL unless hakmem is the allocator */
 
 static inline int intact(const char *p, size_t n, int c)
@@ -56,9 +55,9 @@ static inline int intact(const char *p, size_t n, int c)
 
 static void test_served(void)
 {
-    if (expect_hakmem < 0)
+    if (chk_expect_hakmem < 0)
         SKIP_TEST("no --expect-hakmem/--expect-glibc given");
-    if (expect_hakmem)
+    if (chk_expect_hakmem)
         CHECKF(owns != NULL, "hakmem_owns not found: the allocator in use is not hakmem");
     else
         CHECKF(owns == NULL, "hakmem_owns present although the glibc baseline was expected");
@@ -523,32 +522,12 @@ static void test_lowmap_segmap_set(void)
 }
 #endif /* HAK_TEST_LOWMAP */
 
-static const char *only;             /* -t NAME: run just that test */
-#undef RUN_TEST
-#define RUN_TEST(fn)                                                          \
-    do {                                                                      \
-        if (only && strcmp(only, #fn))                                        \
-            break;                                                            \
-        chk_name = #fn;                                                       \
-        chk_fail_count = 0;                                                   \
-        chk_skipped = 0;                                                      \
-        chk_first[0] = '\0';                                                  \
-        test_##fn();                                                          \
-        chk_report();                                                         \
-    } while (0)
-
 int main(int argc, char **argv)
 {
     int lowmap = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-p") && i + 1 < argc)
-            chk_prefix = argv[++i];
-        else if (!strcmp(argv[i], "--expect-hakmem"))
-            expect_hakmem = 1;
-        else if (!strcmp(argv[i], "--expect-glibc"))
-            expect_hakmem = 0;
-        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
-            only = argv[++i];
+        if (chk_common_option(argc, argv, &i))
+            continue;
         else if (!strcmp(argv[i], "--canary"))
             return print_canary();
         else if (!strcmp(argv[i], "--lowmap"))

@@ -42,7 +42,9 @@ fz_run() {
     elif ((rc == 124 || rc == 137)); then
         fail "$name" "timed out after ${limit}s"
     else
-        fail "$name" "exit status $rc: $(grep -m1 -E 'ERROR|SUMMARY|runtime error|hakmem:' "$log")"
+        local where
+        where=$(grep -m1 '^fuzz: aborted in' "$log")
+        fail "$name" "exit status $rc: $(grep -m1 -E 'ERROR|SUMMARY|runtime error|hakmem:' "$log")${where:+ (${where#fuzz: })}$( [[ -e $F/crash-$name ]] && echo " (input kept as $F/crash-$name)")"
     fi
     reports=$(grep -c '^SUMMARY: .*Sanitizer' "$log")
     first=$(grep -m1 -E '^SUMMARY: .*Sanitizer|runtime error:' "$log")

@@ -28,15 +28,18 @@
  * to one of two helper threads, which checks and frees it), remote alloc and
  * remote realloc (a helper allocates or resizes and hands the block back),
  * sync (wait for a helper's queue), restart (a helper thread exits, leaving
- * its heap abandoned with blocks still live, and a new one starts), burst
+ * its heap abandoned with blocks still live, and a new one starts; perhaps
+ * with a pthread key destructor that frees one of the main thread's blocks
+ * and allocates, reallocs and frees in up to 4 destructor rounds, before or
+ * after hakmem's own exit handler), burst
  * (up to 256 blocks of one size allocated by one thread, freed by others in
  * some order: full pages, remote and delayed frees) and query
  * (hakmem_collect, stats, mallinfo2, malloc_trim).
  *
  * The model.  Each live block is filled with a pattern derived from a seed
  * (a counter, so from its slot's history) and its offset, and checked before
- * every free and realloc (sampled for blocks above 256 KiB: head, tail and
- * one word per 4 KiB); realloc must keep min(old, new) bytes; calloc's block
+ * every free and realloc (sampled for blocks above 64 KiB: 16 KiB at each
+ * end and one word per 4 KiB; in full by the check operation); realloc must keep min(old, new) bytes; calloc's block
  * must be zero.  Every block must be aligned (16, or what was asked: a
  * non-power-of-two alignment of memalign/aligned_alloc is rounded up as
  * glibc does), owned by hakmem, have malloc_usable_size >= the size asked,
@@ -56,8 +59,10 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -81,7 +86,7 @@
 #define FZ_LIVE_MAX   (32 * MiB)    /* live bytes in slots; larger requests shrink */
 #define FZ_FILL_MAX   (48 * MiB)    /* bytes written per input; then requests shrink */
 #define FZ_PENDING_MAX (32 * MiB)   /* bytes queued for one helper before a sync */
-#define FZ_SAMPLE_MIN (256 * KiB)   /* blocks up to this size are checked in full */
+#define FZ_SAMPLE_MIN (64 * KiB)    /* blocks up to this size are checked in full */
 #define FZ_MAX_RESTARTS 8           /* helper restarts per input */
 #define FZ_BURST_MAX  256
 #define FZ_CANARY     4242          /* errno before a call; no real errno value */
@@ -189,6 +194,8 @@ static int fz_trace_on;
 static _Atomic unsigned long fz_op_index;  /* read by the helpers' messages */
 static _Atomic int fz_op_code = -1;
 static _Thread_local const char *fz_thread = "main";
+static _Atomic int fz_failed;              /* fz_fail is reporting */
+static const char *fz_crash_file;          /* $FZ_CRASH_FILE, for the abort handler */
 
 enum {
     OP_MALLOC, OP_CALLOC, OP_REALLOC, OP_REALLOCARRAY, OP_POSIX_MEMALIGN, OP_ALIGNED_ALLOC,
@@ -245,7 +252,59 @@ static void fz_fail(const char *fmt, ...) {
             fz_write("\n", 1);
         }
     }
+    atomic_store(&fz_failed, 1);
     abort();
+}
+
+/* SIGABRT from anything but fz_fail (hakmem's own checks, a sanitizer's
+ * abort): name the input and the operation, keep the input in
+ * $FZ_CRASH_FILE.  Async-signal-safe: write, open, close only. */
+static void fz_put(char **o, const char *end, const char *s) {
+    while (*s && *o < end) *(*o)++ = *s++;
+}
+static void fz_abort_handler(int sig) {
+    (void)sig;
+    if (atomic_load(&fz_failed)) return;      /* fz_fail has said it all */
+    char buf[768], *o = buf, num[24], *n = num + sizeof num;
+    const char *end = buf + sizeof buf - 1;
+    unsigned long k = atomic_load(&fz_op_index);
+    *--n = 0;
+    do { *--n = (char)('0' + k % 10); k /= 10; } while (k);
+    int op = atomic_load(&fz_op_code);
+    fz_put(&o, end, "fuzz: aborted in ");
+    if (fz_input_name) { fz_put(&o, end, "input "); fz_put(&o, end, fz_input_name); fz_put(&o, end, " "); }
+    fz_put(&o, end, "op #");
+    fz_put(&o, end, n);
+    fz_put(&o, end, " (");
+    fz_put(&o, end, op >= 0 && op < OP_COUNT ? fz_op_names[op] : "cleanup");
+    fz_put(&o, end, ", ");
+    fz_put(&o, end, fz_thread);
+    fz_put(&o, end, " thread)\n");
+    fz_write(buf, (size_t)(o - buf));
+    const char *crash = fz_crash_file;
+    if (crash && fz_input) {
+        int fd = open(crash, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            size_t left = fz_input_len;
+            const uint8_t *q = fz_input;
+            while (left > 0) {
+                ssize_t w = write(fd, q, left);
+                if (w <= 0) break;
+                q += w; left -= (size_t)w;
+            }
+            close(fd);
+        }
+    }
+}
+
+void fz_report_aborts(void) {
+    fz_crash_file = getenv("FZ_CRASH_FILE");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fz_abort_handler;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGABRT, &sa, NULL);
 }
 
 __attribute__((format(printf, 1, 2)))
@@ -264,40 +323,50 @@ static void fz_tr(const char *fmt, ...) {
     fz_write(buf, (size_t)n);
 }
 
+/* The pattern loops are most of the harness's time: they carry neither
+ * libFuzzer's comparison tracing (it would cost more than everything else
+ * and say nothing about hakmem) nor ASan's checks (hakmem's memory comes
+ * from mmap, never poisoned: the checks could not fire).  TSan keeps them:
+ * it sees two threads using one block. */
+#if defined(__clang__)
+#define FZ_FAST __attribute__((no_sanitize("address", "coverage")))
+#elif defined(__GNUC__)
+#define FZ_FAST __attribute__((no_sanitize_address))
+#else
+#define FZ_FAST
+#endif
+
 /* -------------------------------------------------------------- pattern --
- * Byte i of a block with seed s is byte i%8 of word pat_word(s, i/8); seed
- * 0 means all zero (calloc).  Checks compare words, then find the byte. */
-static inline uint64_t pat_word(uint64_t seed, size_t k) {
-    if (seed == 0) return 0;
-    uint64_t x = seed + (uint64_t)k * 0x9e3779b97f4a7c15ull;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    return x ^ (x >> 29);
+ * Word k of a block with seed s (s != 0) is s + k * PAT_STEP; byte i is byte
+ * i%8 of word i/8.  Seed 0 means all zero (calloc).  Checks compare words,
+ * then find the byte. */
+#define PAT_STEP 0x9e3779b97f4a7c15ull
+FZ_FAST static inline uint64_t pat_word(uint64_t seed, size_t k) {
+    return seed ? seed + (uint64_t)k * PAT_STEP : 0;
 }
-static inline uint8_t pat_byte(uint64_t seed, size_t i) {
+FZ_FAST static inline uint8_t pat_byte(uint64_t seed, size_t i) {
     uint64_t w = pat_word(seed, i >> 3);
     uint8_t b[8];
     memcpy(b, &w, 8);
     return b[i & 7];
 }
-static void pat_fill(uint8_t *p, size_t from, size_t to, uint64_t seed) {
+FZ_FAST static void pat_fill(uint8_t *p, size_t from, size_t to, uint64_t seed) {
     size_t i = from;
     for (; i < to && (i & 7); i++) p[i] = pat_byte(seed, i);
-    for (; i + 8 <= to; i += 8) {
-        uint64_t w = pat_word(seed, i >> 3);
-        memcpy(p + i, &w, 8);
-    }
+    uint64_t w = pat_word(seed, i >> 3), step = seed ? PAT_STEP : 0;
+    for (; i + 8 <= to; i += 8, w += step) memcpy(p + i, &w, 8);
     for (; i < to; i++) p[i] = pat_byte(seed, i);
 }
 /* first offset in [from, to) that differs, or SIZE_MAX */
-static size_t pat_diff(const uint8_t *p, size_t from, size_t to, uint64_t seed) {
+FZ_FAST static size_t pat_diff(const uint8_t *p, size_t from, size_t to, uint64_t seed) {
     size_t i = from;
     for (; i < to && (i & 7); i++)
         if (p[i] != pat_byte(seed, i)) return i;
-    for (; i + 8 <= to; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        if (w != pat_word(seed, i >> 3)) break;
+    uint64_t w = pat_word(seed, i >> 3), step = seed ? PAT_STEP : 0;
+    for (; i + 8 <= to; i += 8, w += step) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        if (v != w) break;
     }
     for (; i < to; i++)
         if (p[i] != pat_byte(seed, i)) return i;
@@ -306,12 +375,12 @@ static size_t pat_diff(const uint8_t *p, size_t from, size_t to, uint64_t seed) 
 
 enum { CHK_FULL, CHK_SAMPLED, CHK_MINIMAL };
 /* Check [0, n): in full up to FZ_SAMPLE_MIN (or CHK_FULL); else the first
- * and last 64 KiB and one word per 4 KiB between (CHK_MINIMAL: the first and
+ * and last 16 KiB and one word per 4 KiB between (CHK_MINIMAL: the first and
  * last 4 KiB only, for enormous blocks). */
-static size_t pat_find(const uint8_t *p, size_t n, uint64_t seed, int depth) {
+FZ_FAST static size_t pat_find(const uint8_t *p, size_t n, uint64_t seed, int depth) {
     if (depth == CHK_FULL || (n <= FZ_SAMPLE_MIN && depth == CHK_SAMPLED))
         return pat_diff(p, 0, n, seed);
-    size_t edge = depth == CHK_MINIMAL ? 4 * KiB : 64 * KiB, r;
+    size_t edge = depth == CHK_MINIMAL ? 4 * KiB : 16 * KiB, r;
     if (edge > n / 2) edge = n / 2;
     if ((r = pat_diff(p, 0, edge, seed)) != SIZE_MAX) return r;
     if ((r = pat_diff(p, n - edge, n, seed)) != SIZE_MAX) return r;
@@ -607,7 +676,38 @@ typedef struct fz_hreq_s {
     fz_areq_t a;
     uint64_t seed;
     size_t size, count;
+    int key;                /* HR_EXIT: -1, or which fz_keys[] destructor runs */
 } fz_hreq_t;
+
+/* Work for a helper's exit: a pthread key destructor frees b (a block of
+ * the main thread's), then allocates per a, reallocs and frees, and re-arms
+ * itself for up to rounds of glibc's destructor rounds.  fz_keys[0] is
+ * created before hakmem's own key (so its destructor runs before hakmem's
+ * exit handler in each round), fz_keys[1] after (it runs after: the
+ * allocations of a thread past hakmem's exit handler). */
+typedef struct fz_exit_s {
+    fz_block_t b;
+    fz_areq_t a;
+    uint64_t seed;
+    unsigned rounds, round, how;
+    int key;
+    const char *name;
+} fz_exit_t;
+static pthread_key_t fz_keys[2];
+/* TSan ends a thread's state in the last of glibc's 4 destructor rounds:
+ * code running after that (hakmem's exit handler, re-armed by a late
+ * allocation) crashes in TSan itself.  Under TSan the exit work runs in 2
+ * rounds at most. */
+#if defined(__SANITIZE_THREAD__)
+#define FZ_EXIT_ROUNDS 2
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FZ_EXIT_ROUNDS 2
+#endif
+#endif
+#ifndef FZ_EXIT_ROUNDS
+#define FZ_EXIT_ROUNDS 4
+#endif
 
 typedef struct fz_helper_s {
     pthread_t tid;
@@ -620,14 +720,27 @@ typedef struct fz_helper_s {
     fz_block_t reply;       /* HR_ALLOC, HR_REALLOC */
     bool reply_live;
     size_t pending;         /* main thread's count of queued bytes */
+    fz_exit_t exit_work;    /* HR_EXIT with a key */
 } fz_helper_t;
 
 static fz_helper_t fz_helpers[FZ_HELPERS];
 static fz_block_t fz_burst[FZ_BURST_MAX];
 
+static void fz_exit_dtor(void *arg) {
+    fz_exit_t *w = arg;
+    fz_thread = w->name;
+    if (w->b.p) blk_free(&w->b, w->how);
+    fz_block_t nb;
+    if (blk_alloc(&nb, &w->a, w->seed + 2 * w->round) &&
+        blk_realloc(&nb, API_REALLOC_NULL, 0, nb.req / 2 + 24))
+        blk_free(&nb, w->how + w->round);
+    if (++w->round < w->rounds) pthread_setspecific(fz_keys[w->key], w);
+}
+
 static void *fz_helper_main(void *arg) {
     fz_helper_t *h = arg;
     static const char *const names[FZ_HELPERS] = { "helper 0", "helper 1" };
+    static const char *const exiting[FZ_HELPERS] = { "exiting helper 0", "exiting helper 1" };
     fz_thread = names[h->id];
     pthread_mutex_lock(&h->mu);
     for (;;) {
@@ -647,6 +760,13 @@ static void *fz_helper_main(void *arg) {
             for (size_t i = 0; i < r.count; i++)
                 if (!blk_alloc(&fz_burst[i], &r.a, r.seed + 2 * i))
                     fz_fail("burst %s(%zu) #%zu failed", fz_api_names[r.a.api], r.a.size, i);
+            break;
+        case HR_EXIT:
+            if (r.key >= 0) {
+                h->exit_work = (fz_exit_t){ .b = r.b, .a = r.a, .seed = r.seed, .rounds = (unsigned)r.count,
+                                            .how = r.how, .key = r.key, .name = exiting[h->id] };
+                pthread_setspecific(fz_keys[r.key], &h->exit_work);
+            }
             break;
         }
         pthread_mutex_lock(&h->mu);
@@ -677,9 +797,9 @@ static void h_wait(fz_helper_t *h) {
     h->pending = 0;
 }
 static void h_call(fz_helper_t *h, const fz_hreq_t *r) { h_push(h, r); h_wait(h); }
-static void h_restart(fz_helper_t *h) {
-    fz_hreq_t r = { .kind = HR_EXIT };
-    h_push(h, &r);
+/* the helper exits (r: HR_EXIT, perhaps with exit work), a new one starts */
+static void h_restart(fz_helper_t *h, const fz_hreq_t *r) {
+    h_push(h, r);
     pthread_join(h->tid, NULL);
     h->pending = 0;
     h_start(h);
@@ -1125,10 +1245,36 @@ static void fz_op(unsigned op) {
         break;
     }
     case OP_RESTART: {
-        unsigned h = u8() & 1;
-        fz_tr("restart %u", h);
-        if (fz_restarts++ < FZ_MAX_RESTARTS) h_restart(&fz_helpers[h]);
-        else h_wait(&fz_helpers[h]);
+        unsigned hb = u8();
+        fz_helper_t *h = &fz_helpers[hb & 1];
+        fz_hreq_t r = { .kind = HR_EXIT, .key = -1 };
+        /* with exit work: slot, work byte (bit 0 key, 1-2 rounds, 3-5 api, 6-7 how), align, size */
+        if (hb & 2) {
+            static const int apis[] = { API_MALLOC, API_CALLOC, API_MEMALIGN, API_POSIX_MEMALIGN,
+                                        API_REALLOC_NULL, API_NEW, API_VALLOC, API_ALIGNED_ALLOC };
+            s = u8() % FZ_SLOTS;
+            unsigned w = u8();
+            r.key = (int)(w & 1);
+            r.count = ((w >> 1) & 3) % FZ_EXIT_ROUNDS + 1;
+            r.how = w >> 6;
+            r.a = (fz_areq_t){ .api = apis[(w >> 3) & 7], .n = 1 };
+            r.a.align = fz_align();
+            r.a.size = fz_budget(fz_size());
+            if (r.a.api == API_NEW && fz_expect(r.a.size, 16) != FZ_OK) r.a.api = API_NEW_NT;
+            r.seed = fz_new_seed();
+            if (slots[s].p) {
+                r.b = slot_take(s);
+                blk_check(&r.b, CHK_SAMPLED, "before handing to an exiting helper");
+            }
+        }
+        fz_tr("restart %u, exit work: key %d, %zu rounds, %s(size %zu, align %zu), frees %p", hb & 1, r.key,
+              r.count, r.key >= 0 ? fz_api_names[r.a.api] : "-", r.a.size, r.a.align, (void *)r.b.p);
+        if (fz_restarts++ < FZ_MAX_RESTARTS) {
+            h_restart(h, &r);
+        } else {
+            if (r.b.p) h_free(h, &r.b, r.how);
+            h_wait(h);
+        }
         break;
     }
     case OP_BURST: op_burst(); break;
@@ -1166,6 +1312,11 @@ void fz_init(void) {
     long ps = sysconf(_SC_PAGESIZE);
     fz_page = ps > 0 ? (size_t)ps : 4096;
     fz_resolve();
+    /* one key before hakmem's (in the prefix builds nothing has called
+     * hakmem yet), one after */
+    if (pthread_key_create(&fz_keys[0], fz_exit_dtor) != 0) fz_fail("pthread_key_create failed");
+    free(malloc(1));
+    if (pthread_key_create(&fz_keys[1], fz_exit_dtor) != 0) fz_fail("pthread_key_create failed");
     for (int i = 0; i < FZ_HELPERS; i++) {
         fz_helper_t *h = &fz_helpers[i];
         h->id = i;

@@ -10,6 +10,11 @@
 /* Start the helper threads and resolve hakmem's extras.  Call once. */
 void fz_init(void);
 
+/* Replay driver: on SIGABRT that fz_run's checks did not raise (hakmem
+ * stopping the program, a sanitizer), print the input and operation and
+ * keep the input in $FZ_CRASH_FILE.  (libFuzzer does both itself.) */
+void fz_report_aborts(void);
+
 /* Run one input: decode it into operations, check every result against the
  * model, then free everything that is still live and wait for the helper
  * threads to finish their queues.  A mismatch prints "fuzz: FAIL ..." and

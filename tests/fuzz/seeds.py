@@ -212,6 +212,22 @@ def seeds():
     s.op("query", 4)
     out["seed-restart"] = s
 
+    s = Seq()   # a helper's pthread key destructor frees and allocates while it exits
+    for i in range(4):
+        s.op("malloc", i, [direct(100), small(5000), large(300000), huge(3 * MiB)][i])
+    # restart helper h with exit work: slot, work byte, align, size
+    EXIT_APIS = ["malloc", "calloc", "memalign", "posix_memalign", "realloc", "new", "valloc", "aligned_alloc"]
+
+    def work(key, rounds, api, how):    # key 0: before hakmem's, 1: after; rounds 1..4
+        return (key & 1) | ((rounds - 1) << 1) | (EXIT_APIS.index(api) << 3) | (how << 6)
+    s.op("restart", 2, 0, work(0, 1, "malloc", 0), al(4), direct(64))
+    s.op("restart", 3, 1, work(1, 2, "calloc", 1), al(4), small(3000))
+    s.op("restart", 2, 2, work(1, 1, "memalign", 2), al(12), medium(20000))
+    s.op("restart", 3, 3, work(0, 4, "new", 3), al(6), large(200000))
+    s.op("restart", 2, 9, work(1, 4, "realloc", 0), al(6), direct(10))
+    s.op("restart", 3, 9, work(1, 3, "aligned_alloc", 0), al(8), small(700))
+    out["seed-exit"] = s
+
     s = Seq()   # bursts: full pages, remote and delayed frees, every order
     for mode in [0x00, 0x05, 0x1a, 0x2e, 0x3d, 0x47, 0x8c, 0xc9, 0xf2]:
         s.op("burst", 255, mode, [direct(48), small(4000), medium(20000)][mode % 3])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """seeds.py -- write the hand-made seed inputs of hakmem's fuzzer into
-tests/fuzz/corpus/ (seed-*; the other files there are regression inputs
-and inputs libFuzzer found).
+tests/fuzz/corpus/ (seed-*; the other files there are regression inputs,
+regress-*, and inputs libFuzzer found, lf-*).
 
     python3 tests/fuzz/seeds.py [DIR]
 

@@ -94,7 +94,10 @@ void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
             return p;
         }
         hak_free_inline(p);
-        p = hak_malloc_inline(size + align - HAK_MIN_ALIGN);
+        /* room for the aligned pointer and at least one byte behind it: for
+         * size 0 the pointer must still lie inside the block, not at the
+         * next block's start */
+        p = hak_malloc_inline((size ? size : 1) + align - HAK_MIN_ALIGN);
         if (!p) return NULL;
         uint8_t *q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
         if (q != p) {

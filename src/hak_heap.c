@@ -165,6 +165,10 @@ size_t hak_sweep_abandoned(bool force_purge) {
     return n;
 }
 
+/* The first heap of the list of every heap (linked by next_all; heaps are
+ * never freed): the purger and malloc_trim walk it (hak_purge.c). */
+hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&hak_heaps_all, memory_order_acquire); }
+
 /* Sum the per-heap counters (a racy snapshot, as any statistics read). */
 void hak_heap_stats_sum(hak_heap_sums_t *s) {
     memset(s, 0, sizeof *s);

@@ -1,65 +1,156 @@
 /* hak_huge.c -- huge blocks (above HAK_LARGE_MAX): a mapping of their own
  * with a segment header (hak_segment_t and one hak_page_t, 768 bytes) in
  * front of the block: the block starts 768 bytes into its 4 MiB-aligned
- * mapping (rounded up to the alignment asked for), not on a page boundary. */
-#include "hak_internal.h"
+ * mapping (rounded up to the alignment asked for), not on a page boundary.
+ *
+ * A freed huge block goes to the huge cache (hak_purge.c) with its memory
+ * still committed; a later huge request takes the smallest cached mapping
+ * that holds it and splits off the rest at a 4 MiB boundary (the rest goes
+ * back to the cache), or grows the largest one with mremap (its pages move,
+ * nothing is copied).  The decay unmaps what is not reused.  A cached
+ * mapping keeps its header and region-map entries: its one page is not in
+ * use, so free() of a pointer into it is reported (a double free), and
+ * hakmem_owns() still knows it. */
+#include "hak_purge.h"
 
 static size_t hak_huge_header(void) { return sizeof(hak_segment_t) + sizeof(hak_page_t); }
+static size_t hak_units(size_t size) { return (size + HAK_SEGMENT_SIZE - 1) >> HAK_SEGMENT_SHIFT; }
 
-/* Mark (or clear) every 4 MiB unit of a huge mapping in the region map, so
- * that hakmem_owns() knows its interior and free() of an interior pointer is
- * reported as such.  Unit u points back u units to the header. */
-static void hak_huge_mark(hak_segment_t *seg, size_t map_size, bool on) {
-    size_t units = (map_size + HAK_SEGMENT_SIZE - 1) >> HAK_SEGMENT_SHIFT;
-    if (units > HAK_TAG_LAST) units = HAK_TAG_LAST;
-    for (size_t u = 0; u < units; u++) {
+/* Mark (or clear) the 4 MiB units [from, to) of a huge mapping in the
+ * region map, so that hakmem_owns() knows its interior and free() of an
+ * interior pointer is reported as such.  Unit u points back u units to the
+ * header. */
+static void hak_huge_mark_units(hak_segment_t *seg, size_t from, size_t to, bool on) {
+    if (to > HAK_TAG_LAST) to = HAK_TAG_LAST;
+    for (size_t u = from; u < to; u++) {
         uint16_t v = !on ? HAK_TAG_NONE : u == 0 ? HAK_TAG_SHARED : (uint16_t)(HAK_TAG_BACK | u);
         hak_segmap_set((uint8_t *)seg + (u << HAK_SEGMENT_SHIFT), v);
     }
 }
+static void hak_huge_mark(hak_segment_t *seg, size_t map_size, bool on) {
+    hak_huge_mark_units(seg, 0, hak_units(map_size), on);
+}
 
-static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
-    seg->heap = NULL;
+/* The header of a huge mapping: a segment with one page, in use (a block)
+ * or not (cached). */
+static void hak_huge_header_init(hak_segment_t *seg, size_t map_size) {
+    memset(seg, 0, hak_huge_header());
     seg->kind = HAK_PAGE_HUGE;
     seg->page_shift = HAK_SEGMENT_SHIFT;
     seg->page_count = 1;
-    seg->used_pages = 1;
     seg->map_size = map_size;
     hak_segment_set_slices(seg);
     hak_page_t *page = &seg->pages[0];
     page->kind = HAK_PAGE_HUGE;
     page->class_idx = 255;
+    page->div_magic = page->local_magic = 1;
+    page->free_key = page->local_key = hak_page_key(page);
+    hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
+}
+
+static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
+    hak_huge_header_init(seg, map_size);
+    seg->used_pages = 1;
+    hak_page_t *page = &seg->pages[0];
     page->in_use = 1;
     page->start = (uint8_t *)seg + offset;
     page->block_size = page->area = map_size - offset;
     page->reserved = page->used = 1;
     HAK_SET_RELAXED(page->capacity, 1);
-    page->div_magic = page->local_magic = 1;
-    page->div_step = 0;
-    page->free_key = page->local_key = hak_page_key(page);
-    hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
+    hak_page_update_limit(page);
     hak_huge_mark(seg, map_size, true);
 }
 
+/* Unmap a huge mapping (a cached one the decay gives back). */
+void hak_huge_release(hak_segment_t *seg, size_t size) {
+    hak_huge_mark(seg, size, false);
+    hak_os_unmap(seg, size);
+}
+
+/* Move a mapping of old bytes to a new 4 MiB-aligned (or align-aligned)
+ * place of new bytes: its pages move, nothing is copied.  The part beyond
+ * old is made writable first, then the pages move in front of it (a move
+ * that also grows leaves valgrind unaware of the grown part).  NULL if that
+ * fails (the mapping is left as it was). */
+static hak_segment_t *hak_huge_move(hak_segment_t *seg, size_t old_map, size_t new_map, size_t align) {
+    uint8_t *dest = hak_os_reserve_aligned(new_map, align);
+    if (!dest) return NULL;
+    if (new_map > old_map && !hak_os_commit(dest + old_map, new_map - old_map)) {
+        hak_os_unmap(dest, new_map);
+        return NULL;
+    }
+    hak_huge_mark(seg, old_map, false);
+    hak_segment_t *moved = hak_os_remap(seg, old_map, old_map, dest);
+    if (!moved) {
+        hak_huge_mark(seg, old_map, true);
+        hak_os_unmap(dest, new_map);
+        return NULL;
+    }
+    /* The reservation's accounting covers the moved pages now. */
+    hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)old_map);
+    return moved;
+}
+
+/* Make a cached mapping of *have bytes hold need bytes (both multiples of
+ * 4 MiB): split off what lies beyond need (back to the cache, or unmapped),
+ * or grow it.  Returns the mapping (it may have moved) with *have its new
+ * length, or NULL when it could not grow (then it is unmapped). */
+static hak_segment_t *hak_huge_fit(hak_segment_t *seg, size_t *have, size_t need, size_t align, size_t *dirty) {
+    size_t size = *have;
+    if (size > need) {
+        hak_segment_t *tail = (hak_segment_t *)((uint8_t *)seg + need);
+        size_t tail_size = size - need, tail_dirty = *dirty > need ? *dirty - need : 0;
+        hak_huge_header_init(tail, tail_size);
+        hak_huge_mark(tail, tail_size, true);
+        if (!hak_cache_huge_put(tail, tail_size, tail_dirty)) hak_huge_release(tail, tail_size);
+        if (*dirty > need) *dirty = need;
+        *have = need;
+        return seg;
+    }
+    if (size == need) return seg;
+    if (hak_os_remap(seg, size, need, NULL)) { *have = need; return seg; }
+    hak_segment_t *moved = hak_huge_move(seg, size, need, align);
+    if (!moved) { hak_huge_release(seg, size); return NULL; }
+    *have = need;
+    return moved;
+}
+
+/* A huge mapping is a whole number of 4 MiB units: no unit the region map
+ * marks has a hole another mapping of the process could take. */
 void *hak_huge_alloc(size_t size, size_t align, bool zero) {
-    (void)zero; /* fresh mappings are zero */
     if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
     size_t offset = hak_round_up(hak_huge_header(), align);
     size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
     if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
     /* size 0 (an aligned allocation): the block must still start inside the mapping */
-    size_t map_size = hak_round_up(offset + (size ? size : 1), hak_os_page_size());
-    hak_segment_t *seg = hak_os_map_aligned(map_size, map_align);
-    if (!seg) { errno = ENOMEM; return NULL; }
-    hak_huge_setup(seg, map_size, offset);
+    size_t end = hak_round_up(offset + (size ? size : 1), hak_os_page_size());
+    size_t need = hak_round_up(end, HAK_SEGMENT_SIZE);
+    size_t have = 0, dirty = 0;
+    hak_segment_t *seg = hak_cache_huge_take(need, map_align, &have, &dirty);
+    if (seg) seg = hak_huge_fit(seg, &have, need, map_align, &dirty);
+    if (!seg) {
+        seg = hak_os_map_aligned(need, map_align);
+        if (!seg) { errno = ENOMEM; return NULL; }
+        have = need;
+        dirty = 0;                               /* fresh mappings are zero */
+    } else if (dirty > end + ((size_t)1 << 20)) {
+        /* a reused mapping's last unit: give back what the block does not reach */
+        hak_purge_range((uint8_t *)seg + end, dirty - end);
+        dirty = end;
+    }
+    hak_huge_setup(seg, have, offset);
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
-    return seg->pages[0].start;
+    uint8_t *p = seg->pages[0].start;
+    if (zero && dirty > offset) memset(p, 0, dirty - offset < size ? dirty - offset : size);
+    return p;
 }
 
 void hak_huge_free(hak_segment_t *seg) {
-    hak_huge_mark(seg, seg->map_size, false);
+    size_t size = seg->map_size;
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
-    hak_os_unmap(seg, seg->map_size);
+    hak_huge_header_init(seg, size);             /* its page is no longer in use */
+    if (hak_cache_huge_put(seg, size, size)) { hak_purger_kick(); return; }
+    hak_huge_release(seg, size);
 }
 
 /* Resize a huge block by moving pages, never copying them: in place when the
@@ -69,14 +160,13 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     hak_page_t *page = &seg->pages[0];
     size_t offset = (size_t)(page->start - (uint8_t *)seg);
     if (offset >= HAK_SEGMENT_SIZE || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
-    size_t new_map = hak_round_up(offset + size, hak_os_page_size());
+    size_t new_map = hak_round_up(offset + size, HAK_SEGMENT_SIZE);
     size_t old_map = seg->map_size;
     if (new_map <= old_map) {
-        /* Shrink: give back the tail if it is worth a syscall. */
-        if (old_map - new_map >= ((size_t)1 << 20)) {
+        /* Shrink: give back the units it no longer reaches. */
+        if (new_map < old_map) {
             if (hak_os_remap(seg, old_map, new_map, NULL)) {
-                hak_huge_mark(seg, old_map, false);
-                hak_huge_mark(seg, new_map, true);
+                hak_huge_mark_units(seg, hak_units(new_map), hak_units(old_map), false);
                 seg->map_size = new_map;
                 page->block_size = page->area = new_map - offset;
             }
@@ -89,18 +179,8 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         hak_huge_mark(seg, new_map, true);
         return p;
     }
-    void *dest = hak_os_reserve_aligned(new_map, HAK_SEGMENT_SIZE);
-    if (!dest) { errno = ENOMEM; return NULL; }
-    hak_huge_mark(seg, old_map, false);
-    hak_segment_t *moved = hak_os_remap(seg, old_map, new_map, dest);
-    if (!moved) {
-        hak_huge_mark(seg, old_map, true);
-        hak_os_unmap(dest, new_map);
-        errno = ENOMEM;
-        return NULL;
-    }
-    /* The reservation's accounting was replaced by the moved mapping. */
-    hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)new_map);
+    hak_segment_t *moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
+    if (!moved) { errno = ENOMEM; return NULL; }
     hak_huge_setup(moved, new_map, offset);
     return moved->pages[0].start;
 }

@@ -85,7 +85,7 @@ typedef enum hak_page_kind_e {
     HAK_PAGE_MEDIUM1 = 1,   /* 128 KiB pages, blocks <= 16 KiB */
     HAK_PAGE_MEDIUM2 = 2,   /* 256 KiB pages, blocks <= 32 KiB */
     HAK_PAGE_MEDIUM = 3,    /* 512 KiB pages, blocks <= 64 KiB */
-    HAK_PAGE_LARGE = 4,     /* one 4 MiB page, blocks <= 2 MiB */
+    HAK_PAGE_LARGE = 4,     /* spans of 64 KiB slices, blocks <= 2 MiB */
     HAK_PAGE_HUGE = 5       /* a mapping of its own */
 } hak_page_kind_t;
 #define HAK_PAGE_KINDS 5   /* kinds that live in shared segments */
@@ -175,6 +175,10 @@ typedef struct hak_page_s {
     size_t   area;                   /* reserved * block_size: valid offsets from start */
     uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
     uint8_t  needs_purge;            /* slot free and memory not yet returned */
+    uint32_t dirty_kb;               /* KiB from the slot's start that may be committed
+                                        (hak_purge.c; meaningful while needs_purge) */
+    uint8_t  span;                   /* large segments: slices in the span this descriptor
+                                        heads (in use or free) */
 } __attribute__((aligned(64))) hak_page_t;  /* three cache lines, by writer */
 _Static_assert(__builtin_offsetof(hak_page_t, start) == 64, "line 0 is the owner's");
 _Static_assert(__builtin_offsetof(hak_page_t, xthread_free) == 128, "line 1 holds 64 bytes");
@@ -206,6 +210,7 @@ typedef struct hak_segment_s {
     size_t   map_size;               /* bytes mapped (huge: whole mapping) */
     struct hak_segment_s *next, *prev; /* heap's list of segments with free pages */
     bool     in_free_list;
+    uint8_t  free_slices;            /* large segments: slices in free spans */
     hak_page_t pages[];              /* page_count descriptors */
 } hak_segment_t;
 
@@ -252,6 +257,11 @@ typedef struct hak_heap_s {
     _Atomic uint64_t st_allocs[HAK_CLASS_COUNT + 1]; /* stats build only; [HAK_CLASS_COUNT]: huge */
     _Atomic uint64_t st_frees[HAK_CLASS_COUNT + 1];
     uint32_t pages_retired;
+    /* purging (hak_purge.h): the slot lock, and the demand of the heap's free
+     * page slots (bytes taken again, halving every purge delay), written with
+     * the slot lock held */
+    _Atomic int slot_lock;
+    uint64_t demand_bytes, demand_at_ms;
 } hak_heap_t;
 
 #endif /* HAK_TYPES_H */

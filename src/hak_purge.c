@@ -29,9 +29,9 @@
 static bool hak_purging(void) { return hak_opt.purge_delay_ms >= 0; }
 static uint64_t hak_delay_ms(void) { return (uint64_t)hak_opt.purge_delay_ms; }  /* when hak_purging() */
 
-/* The demand halves every delay (at least every ms): 2^-x, with x = dt / D,
- * is taken as 2^-floor(x) times the chord 1 - frac(x) / 2. */
-uint64_t hak_demand_get(uint64_t bytes, uint64_t at_ms, uint64_t now) {
+/* Halving every delay (at least every ms): 2^-x, with x = dt / D, is taken
+ * as 2^-floor(x) times the chord 1 - frac(x) / 2. */
+static uint64_t hak_decayed(uint64_t bytes, uint64_t at_ms, uint64_t now) {
     if (bytes == 0 || now <= at_ms || !hak_purging()) return bytes;
     uint64_t h = hak_delay_ms() ? hak_delay_ms() : 1, dt = now - at_ms, n = dt / h;
     if (n >= 44) return 0;
@@ -39,19 +39,29 @@ uint64_t hak_demand_get(uint64_t bytes, uint64_t at_ms, uint64_t now) {
     return bytes - bytes * (dt % h) / (2 * h);
 }
 
-void hak_demand_add(uint64_t *bytes, uint64_t *at_ms, uint64_t now, uint64_t add) {
-    uint64_t b = hak_demand_get(*bytes, *at_ms, now) + add;
-    *bytes = b < HAK_DEMAND_MAX ? b : HAK_DEMAND_MAX;
-    *at_ms = now;
+/* The demand of a pool: when the program takes memory from a pool that
+ * holds `dirty` bytes, a pool of that size is in use -- plus the memory it
+ * took again although the decay had purged it lately (regret, summed and
+ * halving like the demand: the next cycle keeps that much more).  The
+ * demand is the high-water mark of dirty + regret, halving every delay. */
+static void hak_demand_note(uint64_t *hw, uint64_t *hw_at, uint64_t *rg, uint64_t *rg_at, uint64_t now,
+                            uint64_t dirty, uint64_t regret) {
+    uint64_t r = hak_decayed(*rg, *rg_at, now) + regret;
+    if (r > HAK_DEMAND_MAX) r = HAK_DEMAND_MAX;
+    *rg = r; *rg_at = now;
+    uint64_t h = hak_decayed(*hw, *hw_at, now), c = dirty + r;
+    *hw = c > h ? (c < HAK_DEMAND_MAX ? c : HAK_DEMAND_MAX) : h;
+    *hw_at = now;
 }
 
 static uint64_t hak_floor_bytes(void) {
     return hak_opt.purge_budget_kb < 0 ? UINT64_MAX : (uint64_t)hak_opt.purge_budget_kb << 10;
 }
 
-/* What a pool may keep dirty: the floor, or the demand if larger. */
+/* What a pool may keep dirty: the floor, or 5/4 of the demand if larger. */
 static uint64_t hak_keep_bytes(uint64_t demand_bytes, uint64_t demand_at, uint64_t now) {
-    uint64_t f = hak_floor_bytes(), d = hak_demand_get(demand_bytes, demand_at, now);
+    uint64_t f = hak_floor_bytes(), d = hak_decayed(demand_bytes, demand_at, now);
+    d += d / 4;
     return d > f ? d : f;
 }
 
@@ -81,7 +91,6 @@ static void hak_heap_due(hak_heap_t *heap, uint64_t due) {
 void hak_purge_slot_freed(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, size_t used,
                           uint64_t now, bool decay) {
     page->freed_at_ms = now ? now : 1;          /* non-zero: the slot has been used */
-    if (!hak_purging()) return;
     /* what may be committed: what this tenure carved, and what was still
      * committed from before when the slot was taken */
     uint32_t kb = (uint32_t)((used + 1023) >> 10);
@@ -91,6 +100,7 @@ void hak_purge_slot_freed(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
     page->needs_purge = 1;
     seg->purge_pending++;
     heap->purge_pending_bytes_k += kb;
+    if (!hak_purging()) return;                 /* kept dirty: only malloc_trim purges */
     hak_heap_due(heap, now + hak_delay_ms());
     if (decay && (hak_delay_ms() == 0 ||
                   ((uint64_t)heap->purge_pending_bytes_k << 10) >
@@ -106,10 +116,11 @@ void hak_purge_heap_check(hak_heap_t *heap, uint64_t now) {
 }
 
 void hak_purge_slot_taken(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, uint64_t now) {
-    /* dirty_kb: what is still committed, or (purged) what the last tenure
-     * used -- either way memory the program takes again: its demand */
-    if (page->freed_at_ms)
-        hak_demand_add(&heap->demand_bytes, &heap->demand_at_ms, now, (uint64_t)page->dirty_kb << 10);
+    /* the demand: what the heap held dirty, and (purged) what the slot's
+     * last tenure had used -- memory the decay should have kept */
+    uint64_t regret = page->freed_at_ms && !page->needs_purge ? (uint64_t)page->dirty_kb << 10 : 0;
+    hak_demand_note(&heap->demand_bytes, &heap->demand_at_ms, &heap->regret_bytes, &heap->regret_at_ms, now,
+                    (uint64_t)heap->purge_pending_bytes_k << 10, regret);
     if (page->needs_purge) {
         page->needs_purge = 0;                  /* dirty_kb stays: still committed */
         seg->purge_pending--;
@@ -125,7 +136,6 @@ void hak_purge_segment_joined(hak_heap_t *heap, hak_segment_t *seg, uint64_t now
     for (unsigned i = 0; i < seg->page_count; i++) {
         hak_page_t *pg = &seg->pages[i];
         if (!pg->needs_purge) continue;
-        if (!hak_purging()) { pg->needs_purge = 0; continue; }
         n++;
         kb += pg->dirty_kb;
         if (oldest == 0 || pg->freed_at_ms < oldest) oldest = pg->freed_at_ms;
@@ -133,7 +143,7 @@ void hak_purge_segment_joined(hak_heap_t *heap, hak_segment_t *seg, uint64_t now
     seg->purge_pending = (uint16_t)n;
     if (n == 0) return;
     heap->purge_pending_bytes_k += (uint32_t)kb;
-    hak_heap_due(heap, oldest + hak_delay_ms());
+    if (hak_purging()) hak_heap_due(heap, oldest + hak_delay_ms());
     (void)now;
 }
 
@@ -160,6 +170,8 @@ static uint64_t hak_bucket_lo(unsigned b) { return b == 0 ? 0 : (uint64_t)1 << (
  * ones down to 3/4 of that (so a heap that keeps freeing is not scanned on
  * every free).  Neighbouring slots go in one madvise. */
 void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, bool all) {
+    if (all) heap->demand_bytes = heap->regret_bytes = 0;   /* malloc_trim: the program is done with it */
+    else if (!hak_purging()) return;            /* HAKMEM_PURGE_DELAY_MS=-1: only malloc_trim purges */
     if (heap->purge_pending_bytes_k == 0) { __atomic_store_n(&heap->purge_due_ms, 0, __ATOMIC_RELAXED); return; }
     uint64_t delay = hak_purging() ? hak_delay_ms() : UINT64_MAX;
     uint64_t cut = all ? 0 : delay;             /* age from which every slot goes */
@@ -263,7 +275,7 @@ static hak_centry_t hak_cseg[HAK_SEGMENT_CACHE_MAX], hak_chuge[HAK_HUGE_CACHE_MA
 static size_t hak_cseg_n, hak_chuge_n;
 static uint64_t hak_cache_dirty;             /* bytes, both arrays */
 static uint64_t hak_chuge_bytes;             /* bytes mapped in the huge cache */
-static uint64_t hak_cache_demand, hak_cache_demand_at;
+static uint64_t hak_cache_demand, hak_cache_demand_at, hak_cache_regret, hak_cache_regret_at;
 /* huge mappings the decay unmapped lately (bytes, halving every delay like
  * the demand): a later huge request that finds no mapping to take is
  * memory the decay should have kept, and raises the demand by as much */
@@ -313,7 +325,9 @@ static void hak_cseg_unmap(size_t i) {
 /* A huge mapping is purged by unmapping it. */
 static void hak_chuge_unmap(size_t i) {
     hak_centry_t e = hak_chuge[i];
-    hak_demand_add(&hak_cache_ghost, &hak_cache_ghost_at, hak_os_now_ms(), e.dirty);
+    uint64_t now = hak_os_now_ms();
+    hak_cache_ghost = hak_decayed(hak_cache_ghost, hak_cache_ghost_at, now) + e.dirty;
+    hak_cache_ghost_at = now;
     hak_centry_remove(hak_chuge, &hak_chuge_n, i);
     hak_cache_dirty -= e.dirty;
     hak_chuge_bytes -= e.size;
@@ -381,7 +395,8 @@ hak_segment_t *hak_cache_segment_take(hak_page_kind_t kind, hak_cached_state_t *
         hak_centry_t *e = &hak_cseg[pick];
         seg = e->seg;
         hak_cache_dirty -= e->dirty;
-        hak_demand_add(&hak_cache_demand, &hak_cache_demand_at, now, e->used);
+        hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
+                        hak_cache_dirty + e->dirty, e->dirty ? 0 : e->used);
         hak_centry_remove(hak_cseg, &hak_cseg_n, pick);
     }
     hak_cache_expire_locked(now, false);
@@ -436,14 +451,17 @@ hak_segment_t *hak_cache_huge_take(size_t need, size_t align, size_t *size, size
         hak_centry_remove(hak_chuge, &hak_chuge_n, best);
         hak_cache_dirty -= e.dirty;
         hak_chuge_bytes -= e.size;
-        hak_demand_add(&hak_cache_demand, &hak_cache_demand_at, now, e.size < need ? e.size : need);
+        hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
+                        hak_cache_dirty + e.dirty, 0);
         seg = e.seg; *size = e.size; *dirty = e.dirty;
     } else {
-        uint64_t ghost = hak_demand_get(hak_cache_ghost, hak_cache_ghost_at, now);
+        uint64_t ghost = hak_decayed(hak_cache_ghost, hak_cache_ghost_at, now);
         uint64_t credit = ghost < need ? ghost : need;
         hak_cache_ghost = ghost - credit;
         hak_cache_ghost_at = now;
-        hak_demand_add(&hak_cache_demand, &hak_cache_demand_at, now, credit);
+        if (credit)
+            hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
+                            hak_cache_dirty, credit);
     }
     hak_cache_expire_locked(now, false);
     hak_cache_unlock();
@@ -476,7 +494,7 @@ size_t hak_cache_trim(void) {
     while (hak_cseg_n) { bytes += HAK_SEGMENT_SIZE; hak_cseg_unmap(hak_cseg_n - 1); }
     while (hak_chuge_n) { bytes += hak_chuge[hak_chuge_n - 1].size; hak_chuge_unmap(hak_chuge_n - 1); }
     hak_cache_due = 0;
-    hak_cache_ghost = 0;               /* the program asked for this: no regret */
+    hak_cache_ghost = hak_cache_demand = hak_cache_regret = 0;   /* malloc_trim: no regret */
     hak_cache_unlock();
     return bytes;
 }

@@ -6,22 +6,18 @@
  * cache of freed huge mappings.  All three follow one rule, the decay
  * (docs/design.md, "Memory return"):
  *   - memory unused for the purge delay D (HAKMEM_PURGE_DELAY_MS) is purged;
- *   - a pool keeps at most max(floor, demand) bytes committed, where the
- *     floor is HAKMEM_PURGE_BUDGET_KB and the demand is the memory the
- *     program took again from that pool recently (a sum that halves every
- *     D); beyond it the oldest memory is purged first.
- * So memory a program keeps reusing stays committed, and a program that
+ *   - a pool keeps at most max(floor, 5/4 demand) bytes committed, where
+ *     the floor is HAKMEM_PURGE_BUDGET_KB and the demand is how much the
+ *     pool held when the program last took memory from it, plus what it
+ *     took again after the decay had purged it (a high-water mark that
+ *     halves every D); beyond it the oldest memory is purged first.
+ * So the memory a program keeps reusing stays committed, and a program that
  * frees everything without reusing it is down to the floor at once. */
 #ifndef HAK_PURGE_H
 #define HAK_PURGE_H
 
 #include "hak_internal.h"
 #include <sched.h>
-
-/* ---- demand: free memory taken again, a sum that halves every delay ----
- * *bytes is the sum as of *at_ms. */
-void     hak_demand_add(uint64_t *bytes, uint64_t *at_ms, uint64_t now, uint64_t add);
-uint64_t hak_demand_get(uint64_t bytes, uint64_t at_ms, uint64_t now);
 
 /* ---- a heap's slot lock ----
  * A heap's segment lists and the purge state of its free page slots
@@ -51,7 +47,7 @@ HAK_INLINE void hak_slots_unlock(hak_heap_t *heap) {
  * whole). */
 void hak_purge_slot_freed(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, size_t used,
                           uint64_t now, bool decay);
-/* A free slot is taken again, dirty or not: count it and its demand. */
+/* A free slot is taken, dirty or not: account for it and the demand. */
 void hak_purge_slot_taken(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, uint64_t now);
 /* A segment joins the heap with the slots marked needs_purge dirty, or
  * leaves it (to the cache) with its dirty slots still marked. */

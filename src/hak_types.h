@@ -258,10 +258,9 @@ typedef struct hak_heap_s {
     _Atomic uint64_t st_frees[HAK_CLASS_COUNT + 1];
     uint32_t pages_retired;
     /* purging (hak_purge.h): the slot lock, and the demand of the heap's free
-     * page slots (bytes taken again, halving every purge delay), written with
-     * the slot lock held */
+     * page slots (hak_purge.c), written with the slot lock held */
     _Atomic int slot_lock;
-    uint64_t demand_bytes, demand_at_ms;
+    uint64_t demand_bytes, demand_at_ms, regret_bytes, regret_at_ms;
 } hak_heap_t;
 
 #endif /* HAK_TYPES_H */

@@ -105,14 +105,20 @@ void hak_purge_slot_freed(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
     if (decay && (hak_delay_ms() == 0 ||
                   ((uint64_t)heap->purge_pending_bytes_k << 10) >
                       hak_keep_bytes(heap->demand_bytes, heap->demand_at_ms, now)))
-        hak_purge_heap_locked(heap, now, false);
+        hak_purge_heap_locked(heap, now, HAK_PURGE_DECAY);
 }
 
 void hak_purge_heap_check(hak_heap_t *heap, uint64_t now) {
     if (!hak_purging()) return;
     if (hak_delay_ms() == 0 ||
         ((uint64_t)heap->purge_pending_bytes_k << 10) > hak_keep_bytes(heap->demand_bytes, heap->demand_at_ms, now))
-        hak_purge_heap_locked(heap, now, false);
+        hak_purge_heap_locked(heap, now, HAK_PURGE_DECAY);
+}
+
+extern __thread bool hak_tls_taking_over __attribute__((tls_model("initial-exec")));   /* hak_segment.c */
+bool hak_heap_leaving(hak_heap_t *heap) {
+    return hak_tls_exiting || hak_tls_taking_over ||
+           atomic_load_explicit(&heap->state, memory_order_relaxed) != HAK_HEAP_OWNED;
 }
 
 void hak_purge_slot_taken(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, uint64_t now) {
@@ -169,7 +175,8 @@ static uint64_t hak_bucket_lo(unsigned b) { return b == 0 ? 0 : (uint64_t)1 << (
  * delay, then, while more than max(floor, demand) stays dirty, the oldest
  * ones down to 3/4 of that (so a heap that keeps freeing is not scanned on
  * every free).  Neighbouring slots go in one madvise. */
-void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, bool all) {
+void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode) {
+    bool all = mode == HAK_PURGE_ALL;
     if (all) heap->demand_bytes = heap->regret_bytes = 0;   /* malloc_trim: the program is done with it */
     else if (!hak_purging()) return;            /* HAKMEM_PURGE_DELAY_MS=-1: only malloc_trim purges */
     if (heap->purge_pending_bytes_k == 0) { __atomic_store_n(&heap->purge_due_ms, 0, __ATOMIC_RELAXED); return; }
@@ -177,7 +184,7 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, bool all) {
     uint64_t cut = all ? 0 : delay;             /* age from which every slot goes */
     unsigned part_b = HAK_AGE_BUCKETS;          /* bucket purged in part ... */
     uint64_t part_kb = 0;                       /* ... this many KiB of it */
-    if (!all) {
+    if (mode == HAK_PURGE_DECAY) {
         uint64_t hist[HAK_AGE_BUCKETS] = {0}, young = 0;
         for (int k = 0; k < HAK_PAGE_KINDS; k++)
             for (hak_segment_t *seg = heap->segs[k].first; seg; seg = seg->next) {
@@ -252,7 +259,7 @@ void hak_segment_purge_due(hak_heap_t *heap, bool force) {
     uint64_t now = hak_os_now_ms();
     if (!force && (heap->purge_due_ms == 0 || now < heap->purge_due_ms)) return;
     hak_slots_lock(heap);
-    hak_purge_heap_locked(heap, now, force);
+    hak_purge_heap_locked(heap, now, force ? HAK_PURGE_ALL : hak_heap_leaving(heap) ? HAK_PURGE_AGE : HAK_PURGE_DECAY);
     hak_slots_unlock(heap);
 }
 
@@ -276,6 +283,10 @@ static size_t hak_cseg_n, hak_chuge_n;
 static uint64_t hak_cache_dirty;             /* bytes, both arrays */
 static uint64_t hak_chuge_bytes;             /* bytes mapped in the huge cache */
 static uint64_t hak_cache_demand, hak_cache_demand_at, hak_cache_regret, hak_cache_regret_at;
+/* segments that heaps leaving their threads gave up lately (bytes, halving
+ * every delay): the next threads are likely to want them, so the cache may
+ * keep that much on top of the demand */
+static uint64_t hak_cache_credit, hak_cache_credit_at;
 /* huge mappings the decay unmapped lately (bytes, halving every delay like
  * the demand): a later huge request that finds no mapping to take is
  * memory the decay should have kept, and raises the demand by as much */
@@ -355,7 +366,8 @@ static void hak_cache_expire_locked(uint64_t now, bool all) {
             i++;
         }
     }
-    uint64_t keep = hak_keep_bytes(hak_cache_demand, hak_cache_demand_at, now);
+    uint64_t keep = hak_keep_bytes(hak_cache_demand, hak_cache_demand_at, now) +
+                    hak_decayed(hak_cache_credit, hak_cache_credit_at, now);
     if (hak_cache_dirty <= keep) return;
     uint64_t target = keep - keep / 4;
     size_t si = 0, hi = 0;
@@ -384,6 +396,8 @@ static size_t hak_cseg_pick(hak_page_kind_t kind, hak_cached_state_t *state) {
     return hak_cseg_n ? hak_cseg_n - 1 : SIZE_MAX;
 }
 
+bool hak_cache_segment_any(void) { return atomic_load_explicit(&hak_cseg_any, memory_order_relaxed); }
+
 hak_segment_t *hak_cache_segment_take(hak_page_kind_t kind, hak_cached_state_t *state) {
     *state = HAK_CACHED_CLEAN;
     if (!atomic_load_explicit(&hak_cseg_any, memory_order_relaxed)) return NULL;   /* nothing to take */
@@ -408,7 +422,7 @@ hak_segment_t *hak_cache_segment_take(hak_page_kind_t kind, hak_cached_state_t *
     return seg;
 }
 
-bool hak_cache_segment_put(hak_segment_t *seg) {
+bool hak_cache_segment_put(hak_segment_t *seg, bool leaving) {
     size_t max = (size_t)hak_opt.segment_cache;
     if (max == 0) return false;
     if (max > HAK_SEGMENT_CACHE_MAX) max = HAK_SEGMENT_CACHE_MAX;
@@ -422,6 +436,11 @@ bool hak_cache_segment_put(hak_segment_t *seg) {
     }
     hak_cseg[hak_cseg_n++] = (hak_centry_t){ seg, HAK_SEGMENT_SIZE, dirty, dirty, now, seg->kind };
     hak_cache_dirty += dirty;
+    if (leaving && dirty) {
+        hak_cache_credit = hak_decayed(hak_cache_credit, hak_cache_credit_at, now) + dirty;
+        if (hak_cache_credit > HAK_DEMAND_MAX) hak_cache_credit = HAK_DEMAND_MAX;
+        hak_cache_credit_at = now;
+    }
     if (dirty) hak_cache_note_due(now);
     if (dirty && hak_purging() && hak_delay_ms() == 0) hak_cseg_purge(&hak_cseg[hak_cseg_n - 1]);
     hak_cache_expire_locked(now, false);
@@ -494,7 +513,7 @@ size_t hak_cache_trim(void) {
     while (hak_cseg_n) { bytes += HAK_SEGMENT_SIZE; hak_cseg_unmap(hak_cseg_n - 1); }
     while (hak_chuge_n) { bytes += hak_chuge[hak_chuge_n - 1].size; hak_chuge_unmap(hak_chuge_n - 1); }
     hak_cache_due = 0;
-    hak_cache_ghost = hak_cache_demand = hak_cache_regret = 0;   /* malloc_trim: no regret */
+    hak_cache_ghost = hak_cache_demand = hak_cache_regret = hak_cache_credit = 0;   /* malloc_trim */
     hak_cache_unlock();
     return bytes;
 }
@@ -516,7 +535,9 @@ static uint64_t hak_purge_round(uint64_t now) {
         if (due == 0) continue;
         if (now < due) { HAK_NEXT(due); continue; }
         if (!hak_slots_trylock(heap)) { HAK_NEXT(now + 10); continue; }   /* its owner is busy */
-        hak_purge_heap_locked(heap, now, false);
+        /* an abandoned heap's free slots wait for the next thread: age only */
+        hak_purge_heap_locked(heap, now, atomic_load_explicit(&heap->state, memory_order_relaxed) == HAK_HEAP_OWNED
+                                             ? HAK_PURGE_DECAY : HAK_PURGE_AGE);
         HAK_NEXT(heap->purge_due_ms);
         hak_slots_unlock(heap);
     }
@@ -537,7 +558,7 @@ void hak_purge_all_heaps(void) {
         bool locked = false;
         for (int i = 0; i < 1000 && !(locked = hak_slots_trylock(heap)); i++) hak_slots_wait();
         if (!locked) continue;
-        hak_purge_heap_locked(heap, now, true);
+        hak_purge_heap_locked(heap, now, HAK_PURGE_ALL);
         hak_slots_unlock(heap);
     }
     pthread_mutex_unlock(&hak_purger_lock);

@@ -56,8 +56,15 @@ void hak_purge_segment_left(hak_heap_t *heap, hak_segment_t *seg);
 /* After slots were freed without it: apply the decay if the heap holds more
  * dirty memory than it may keep. */
 void hak_purge_heap_check(hak_heap_t *heap, uint64_t now);
-/* Apply the decay to the heap's free slots; all: purge every one. */
-void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, bool all);
+/* Apply the decay to the heap's free slots: HAK_PURGE_AGE purges what has
+ * been unused for the delay, HAK_PURGE_DECAY also what exceeds the demand,
+ * HAK_PURGE_ALL everything. */
+typedef enum { HAK_PURGE_AGE = 0, HAK_PURGE_DECAY = 1, HAK_PURGE_ALL = 2 } hak_purge_mode_t;
+void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode);
+/* Is the heap leaving its thread (the thread's exit handler, or a sweep of
+ * an abandoned heap)?  What it frees then is likely to serve the next
+ * thread: only age purges it, and the segment cache credits it. */
+bool hak_heap_leaving(hak_heap_t *heap);
 
 /* ---- the process-wide caches ---- */
 /* How a cached segment comes back (hak_cache_segment_take). */
@@ -68,9 +75,11 @@ typedef enum hak_cached_state_e {
     HAK_CACHED_OTHER = 2     /* dirty, of another kind */
 } hak_cached_state_t;
 hak_segment_t *hak_cache_segment_take(hak_page_kind_t kind, hak_cached_state_t *state);
-/* Keep an empty segment (region map already HAK_TAG_SHARED); false: the
- * cache is full or disabled and the caller unmaps it. */
-bool hak_cache_segment_put(hak_segment_t *seg);
+bool hak_cache_segment_any(void);      /* a racy look: is any segment cached? */
+/* Keep an empty segment (region map already HAK_TAG_SHARED); leaving: it
+ * comes from a heap leaving its thread (hak_heap_leaving).  False: the cache
+ * is full or disabled and the caller unmaps it. */
+bool hak_cache_segment_put(hak_segment_t *seg, bool leaving);
 
 /* Huge mappings: the smallest cached mapping of at least need bytes whose
  * address is aligned to align (or, failing that, the largest one of at

@@ -164,13 +164,13 @@ static void hak_seglist_remove(hak_heap_t *heap, hak_segment_t *seg) {
 
 /* An empty segment leaves heap (slot lock held) for the process-wide cache,
  * its dirty slots still marked in its header, or goes back to the OS. */
-static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg) {
+static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg, bool leaving) {
     hak_seglist_remove(heap, seg);
     hak_purge_segment_left(heap, seg);
     hak_segment_counted(-1);
     seg->heap = NULL;
     hak_segmap_set(seg, HAK_TAG_SHARED);
-    if (!hak_cache_segment_put(seg)) {
+    if (!hak_cache_segment_put(seg, leaving)) {
         hak_segmap_set(seg, 0);
         hak_os_unmap(seg, HAK_SEGMENT_SIZE);
     }
@@ -312,10 +312,40 @@ bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
     return true;
 }
 
+/* The heap this thread collected before it first needed new memory: a
+ * heap adopted from an exited thread may hold pages whose blocks were all
+ * freed remotely after that thread's last collect -- memory the new thread
+ * would otherwise leave idle while it takes more. */
+static __thread hak_heap_t *hak_tls_collected __attribute__((tls_model("initial-exec")));
+/* set while that collect runs: what it frees is the last thread's memory,
+ * about to serve this one (hak_heap_leaving) */
+__thread bool hak_tls_taking_over __attribute__((tls_model("initial-exec")));
+
+/* Does the heap have a free slot (or span) for class cls? */
+static bool hak_segment_has_room(hak_heap_t *heap, hak_page_kind_t kind, unsigned cls) {
+    if (kind != HAK_PAGE_LARGE) return heap->segs[kind].first != NULL;
+    size_t bsize = hak_class_size(cls);
+    for (hak_segment_t *seg = heap->segs[HAK_PAGE_LARGE].first; seg; seg = seg->next)
+        for (unsigned i = 0; i < HAK_SLICES; i += seg->pages[i].span) {
+            unsigned need = hak_span_need(seg, i, bsize);
+            if (!seg->pages[i].in_use && need && seg->pages[i].span >= need) return true;
+        }
+    return false;
+}
+
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     hak_page_kind_t kind = hak_class_kind(cls);
+    if (hak_tls_collected != heap && !hak_segment_has_room(heap, kind, cls)) {
+        hak_tls_collected = heap;
+        hak_tls_taking_over = true;
+        hak_heap_collect(heap, false);
+        hak_tls_taking_over = false;
+    }
     /* the owner reads its own lists without the lock; it writes them with it */
-    if (!heap->segs[kind].first) hak_sweep_abandoned(false);
+    /* abandoned heaps' empty segments go to the cache when swept: sweep
+     * when the cache has none (a sweep keeps those heaps from being adopted
+     * meanwhile) */
+    if (!heap->segs[kind].first && !hak_cache_segment_any()) hak_sweep_abandoned(false);
     uint64_t now = hak_os_now_ms();
     hak_slots_lock(heap);
     hak_page_t *page = NULL;
@@ -381,26 +411,30 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
         hak_segment_list_t *l = &heap->segs[seg->kind];
         release = !(l->first == seg && seg->next == NULL);
     }
+    /* a heap leaving its thread keeps its free slots for the next thread:
+     * only age purges them (hak_heap_leaving) */
+    bool leaving = hak_heap_leaving(heap);
     if (seg->kind == HAK_PAGE_LARGE) {
         hak_span_free(heap, seg, page, carved_end, now);
-        if (!release) hak_purge_heap_check(heap, now);
+        if (!release && !leaving) hak_purge_heap_check(heap, now);
     } else {
         page->in_use = 0;
-        hak_purge_slot_freed(heap, seg, page, used, now, !release);
+        hak_purge_slot_freed(heap, seg, page, used, now, !release && !leaving);
     }
-    if (release) hak_segment_release(heap, seg);
+    if (release) hak_segment_release(heap, seg, leaving);
     hak_slots_unlock(heap);
     hak_purger_kick();
 }
 
 /* Release the heap's empty segments (kept as the only one of their kind). */
 void hak_segment_release_empty(hak_heap_t *heap) {
+    bool leaving = hak_heap_leaving(heap);
     hak_slots_lock(heap);
     for (int k = 0; k < HAK_PAGE_KINDS; k++) {
         hak_segment_t *seg = heap->segs[k].first;
         while (seg) {
             hak_segment_t *next = seg->next;
-            if (seg->used_pages == 0) hak_segment_release(heap, seg);
+            if (seg->used_pages == 0) hak_segment_release(heap, seg, leaving);
             seg = next;
         }
     }

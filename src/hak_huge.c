@@ -61,6 +61,13 @@ static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
     hak_huge_mark(seg, map_size, true);
 }
 
+/* A cached mapping's header and region-map entries, for a mapping of size
+ * bytes at seg: after neighbouring cached mappings were joined into one. */
+void hak_huge_cached_header(hak_segment_t *seg, size_t size) {
+    hak_huge_header_init(seg, size);
+    hak_huge_mark(seg, size, true);
+}
+
 /* Unmap a huge mapping (a cached one the decay gives back). */
 void hak_huge_release(hak_segment_t *seg, size_t size) {
     hak_huge_mark(seg, size, false);
@@ -91,32 +98,70 @@ static hak_segment_t *hak_huge_move(hak_segment_t *seg, size_t old_map, size_t n
     return moved;
 }
 
-/* Make a cached mapping of *have bytes hold need bytes (both multiples of
- * 4 MiB): split off what lies beyond need (back to the cache, or unmapped),
- * or grow it.  Returns the mapping (it may have moved) with *have its new
- * length, or NULL when it could not grow (then it is unmapped). */
-static hak_segment_t *hak_huge_fit(hak_segment_t *seg, size_t *have, size_t need, size_t align, size_t *dirty) {
-    size_t size = *have;
-    if (size > need) {
-        hak_segment_t *tail = (hak_segment_t *)((uint8_t *)seg + need);
-        size_t tail_size = size - need, tail_dirty = *dirty > need ? *dirty - need : 0;
-        hak_huge_header_init(tail, tail_size);
-        hak_huge_mark(tail, tail_size, true);
-        if (!hak_cache_huge_put(tail, tail_size, tail_dirty)) hak_huge_release(tail, tail_size);
-        if (*dirty > need) *dirty = need;
-        *have = need;
-        return seg;
+/* A cached mapping of size bytes holding more than need (both multiples of
+ * 4 MiB): what lies beyond need goes back to the cache (or is unmapped). */
+static void hak_huge_split(hak_segment_t *seg, size_t size, size_t need, size_t *dirty) {
+    hak_segment_t *tail = (hak_segment_t *)((uint8_t *)seg + need);
+    size_t tail_size = size - need, tail_dirty = *dirty > need ? *dirty - need : 0;
+    hak_huge_header_init(tail, tail_size);
+    hak_huge_mark(tail, tail_size, true);
+    if (!hak_cache_huge_put(tail, tail_size, tail_dirty)) hak_huge_release(tail, tail_size);
+    if (*dirty > need) *dirty = need;
+}
+
+/* A piece taken from the cache that will not be used after all. */
+static void hak_huge_give_back(const hak_piece_t *p) {
+    if (!hak_cache_huge_put(p->seg, p->size, p->dirty)) hak_huge_release(p->seg, p->size);
+}
+
+/* A new mapping of need bytes (aligned to align) made of cached mappings
+ * that are each smaller: their pages move into one reservation, nothing is
+ * copied, and what they do not cover is fresh memory.  *dirty: how many of
+ * its first bytes may be non-zero.  NULL if the kernel refuses (the pieces
+ * go back to the cache, or are lost to the OS if already moved). */
+static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, size_t align, size_t *dirty) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += pc[i].size;
+    if (total > need) {                        /* the last piece holds more than is missing */
+        size_t keep = need - (total - pc[n - 1].size);
+        hak_huge_split(pc[n - 1].seg, pc[n - 1].size, keep, &pc[n - 1].dirty);
+        pc[n - 1].size = keep;
     }
-    if (size == need) return seg;
-    if (hak_os_remap(seg, size, need, NULL)) { *have = need; return seg; }
-    hak_segment_t *moved = hak_huge_move(seg, size, need, align);
-    if (!moved) { hak_huge_release(seg, size); return NULL; }
-    *have = need;
-    return moved;
+    uint8_t *dest = hak_os_reserve_aligned(need, align);
+    if (!dest) {
+        for (size_t i = 0; i < n; i++) hak_huge_give_back(&pc[i]);
+        return NULL;
+    }
+    size_t off = 0, d = 0;
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        hak_huge_mark(pc[i].seg, pc[i].size, false);
+        if (hak_os_remap(pc[i].seg, pc[i].size, pc[i].size, dest + off)) {
+            /* its pages replace part of the (counted) reservation */
+            hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)pc[i].size);
+            if (pc[i].dirty) d = off + pc[i].dirty;
+        } else {                               /* it stays where it is; that part is fresh */
+            hak_huge_mark(pc[i].seg, pc[i].size, true);
+            hak_huge_give_back(&pc[i]);
+            ok = ok && hak_os_commit(dest + off, pc[i].size);
+        }
+        off += pc[i].size;
+    }
+    if (off < need) ok = ok && hak_os_commit(dest + off, need - off);
+    if (!ok) {
+        hak_os_unmap(dest, need);
+        return NULL;
+    }
+    *dirty = d;
+    return (hak_segment_t *)dest;
 }
 
 /* A huge mapping is a whole number of 4 MiB units: no unit the region map
- * marks has a hole another mapping of the process could take. */
+ * marks has a hole another mapping of the process could take.  A request
+ * takes, in this order: the smallest cached mapping that holds it (split);
+ * one cached mapping grown in place; several cached mappings composed;
+ * fresh memory. */
+#define HAK_HUGE_PIECES 8
 void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
     size_t offset = hak_round_up(hak_huge_header(), align);
@@ -125,20 +170,30 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     /* size 0 (an aligned allocation): the block must still start inside the mapping */
     size_t end = hak_round_up(offset + (size ? size : 1), hak_os_page_size());
     size_t need = hak_round_up(end, HAK_SEGMENT_SIZE);
-    size_t have = 0, dirty = 0;
-    hak_segment_t *seg = hak_cache_huge_take(need, map_align, &have, &dirty);
-    if (seg) seg = hak_huge_fit(seg, &have, need, map_align, &dirty);
+    hak_piece_t pc[HAK_HUGE_PIECES];
+    size_t n = hak_cache_huge_take(need, map_align, pc, HAK_HUGE_PIECES);
+    hak_segment_t *seg = NULL;
+    size_t dirty = 0;
+    bool aligned = n > 0 && !((uintptr_t)pc[0].seg & (map_align - 1));
+    if (n == 1 && pc[0].size >= need && aligned) {
+        seg = pc[0].seg;
+        dirty = pc[0].dirty;
+        if (pc[0].size > need) hak_huge_split(seg, pc[0].size, need, &dirty);
+    } else if (n == 1 && aligned && pc[0].size < need && hak_os_remap(pc[0].seg, pc[0].size, need, NULL)) {
+        seg = pc[0].seg;                        /* grown in place: the new part is zero */
+        dirty = pc[0].dirty;
+    } else if (n > 0) {
+        seg = hak_huge_compose(pc, n, need, map_align, &dirty);
+    }
     if (!seg) {
         seg = hak_os_map_aligned(need, map_align);
         if (!seg) { errno = ENOMEM; return NULL; }
-        have = need;
         dirty = 0;                               /* fresh mappings are zero */
-    } else if (dirty > end + ((size_t)1 << 20)) {
-        /* a reused mapping's last unit: give back what the block does not reach */
-        hak_purge_range((uint8_t *)seg + end, dirty - end);
-        dirty = end;
     }
-    hak_huge_setup(seg, have, offset);
+    /* A reused mapping's last unit may hold committed memory beyond the
+     * block's end: it stays, as part of the block's usable size (purging it
+     * cost more faults than it saved memory: docs/design.md). */
+    hak_huge_setup(seg, need, offset);
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
     uint8_t *p = seg->pages[0].start;
     if (zero && dirty > offset) memset(p, 0, dirty - offset < size ? dirty - offset : size);

@@ -449,44 +449,50 @@ bool hak_cache_segment_put(hak_segment_t *seg, bool leaving) {
     return true;
 }
 
-hak_segment_t *hak_cache_huge_take(size_t need, size_t align, size_t *size, size_t *dirty) {
-    if (!atomic_load_explicit(&hak_chuge_any, memory_order_relaxed)) return NULL;  /* nothing to take */
+/* Cached huge mappings for a request of need bytes: the smallest one that
+ * holds it (aligned to align), else the largest ones, up to max of them,
+ * until they hold need bytes together or the cache runs out (the caller
+ * moves their pages into one new mapping, or grows the one).  Returns how
+ * many were taken. */
+size_t hak_cache_huge_take(size_t need, size_t align, hak_piece_t *out, size_t max) {
+    if (!atomic_load_explicit(&hak_chuge_any, memory_order_relaxed)) return 0;  /* nothing to take */
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(&hak_cache_lock);
-    size_t best = SIZE_MAX, grow = SIZE_MAX;
+    uint64_t dirty_before = hak_cache_dirty;
+    size_t best = SIZE_MAX, n = 0, got = 0;
     for (size_t i = 0; i < hak_chuge_n; i++) {
         const hak_centry_t *e = &hak_chuge[i];
-        if ((uintptr_t)e->seg & (align - 1)) continue;
-        if (e->size >= need) {
-            if (best == SIZE_MAX || e->size < hak_chuge[best].size) best = i;
-        } else if (e->size >= need / 4 && (grow == SIZE_MAX || e->size > hak_chuge[grow].size)) {
-            grow = i;
-        }
+        if (e->size >= need && !((uintptr_t)e->seg & (align - 1)) &&
+            (best == SIZE_MAX || e->size < hak_chuge[best].size)) best = i;
     }
-    if (best == SIZE_MAX) best = grow;
-    hak_segment_t *seg = NULL;
-    if (best != SIZE_MAX) {
-        hak_centry_t e = hak_chuge[best];
-        hak_centry_remove(hak_chuge, &hak_chuge_n, best);
+    while (n < max && got < need && hak_chuge_n) {
+        size_t pick = best;
+        if (pick == SIZE_MAX)                    /* the largest left */
+            for (size_t i = 0; i < hak_chuge_n; i++)
+                if (pick == SIZE_MAX || hak_chuge[i].size > hak_chuge[pick].size) pick = i;
+        hak_centry_t e = hak_chuge[pick];
+        hak_centry_remove(hak_chuge, &hak_chuge_n, pick);
         hak_cache_dirty -= e.dirty;
         hak_chuge_bytes -= e.size;
-        hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
-                        hak_cache_dirty + e.dirty, 0);
-        seg = e.seg; *size = e.size; *dirty = e.dirty;
-    } else {
+        out[n++] = (hak_piece_t){ e.seg, e.size, e.dirty };
+        got += e.size;
+        best = SIZE_MAX;
+    }
+    uint64_t credit = 0;
+    if (got < need) {                            /* memory the decay gave back is missed */
         uint64_t ghost = hak_decayed(hak_cache_ghost, hak_cache_ghost_at, now);
-        uint64_t credit = ghost < need ? ghost : need;
+        credit = ghost < need - got ? ghost : need - got;
         hak_cache_ghost = ghost - credit;
         hak_cache_ghost_at = now;
-        if (credit)
-            hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
-                            hak_cache_dirty, credit);
     }
+    if (n || credit)
+        hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
+                        dirty_before, credit);
     hak_cache_expire_locked(now, false);
     hak_cache_unlock();
-    if (seg) hak_pst_add(huge_taken, 1);
+    if (n) hak_pst_add(huge_taken, 1);
     else hak_pst_add(huge_missed, 1);
-    return seg;
+    return n;
 }
 
 bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty) {
@@ -494,8 +500,31 @@ bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty) {
     if (size > max || (hak_purging() && hak_delay_ms() == 0)) return false;
     uint64_t now = hak_os_now_ms();
     pthread_mutex_lock(&hak_cache_lock);
+    /* join cached neighbours: a block split off a cached mapping meets the
+     * rest of it again, so a later large request finds it whole */
+    for (size_t i = 0; i < hak_chuge_n;) {
+        hak_centry_t *e = &hak_chuge[i];
+        uint8_t *lo = (uint8_t *)seg, *elo = (uint8_t *)e->seg;
+        if (elo + e->size == lo) {                      /* e, then seg */
+            dirty = dirty ? e->size + dirty : e->dirty;
+            seg = e->seg;
+        } else if (lo + size == elo) {                  /* seg, then e */
+            dirty = e->dirty ? size + e->dirty : dirty;
+        } else { i++; continue; }
+        size += e->size;
+        hak_cache_dirty -= e->dirty;
+        hak_chuge_bytes -= e->size;
+        hak_centry_remove(hak_chuge, &hak_chuge_n, i);
+        hak_huge_cached_header(seg, size);
+        i = 0;                                          /* it may now meet another */
+    }
     while (hak_chuge_n > 0 && (hak_chuge_n >= HAK_HUGE_CACHE_MAX || hak_chuge_bytes + size > max))
         hak_chuge_unmap(0);
+    if (size > max) {
+        hak_cache_unlock();
+        hak_huge_release(seg, size);
+        return true;
+    }
     hak_chuge[hak_chuge_n++] = (hak_centry_t){ seg, size, dirty, dirty, now, HAK_PAGE_HUGE };
     hak_chuge_bytes += size;
     hak_cache_dirty += dirty;

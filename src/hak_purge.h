@@ -81,11 +81,11 @@ bool hak_cache_segment_any(void);      /* a racy look: is any segment cached? */
  * is full or disabled and the caller unmaps it. */
 bool hak_cache_segment_put(hak_segment_t *seg, bool leaving);
 
-/* Huge mappings: the smallest cached mapping of at least need bytes whose
- * address is aligned to align (or, failing that, the largest one of at
- * least need / 4, to be grown); *size is its length, *dirty how many of
- * its first bytes may be non-zero. */
-hak_segment_t *hak_cache_huge_take(size_t need, size_t align, size_t *size, size_t *dirty);
+/* Huge mappings: the smallest cached one that holds need bytes (aligned to
+ * align), else the largest ones, up to max, until they hold need together;
+ * each piece's dirty: how many of its first bytes may be non-zero. */
+typedef struct hak_piece_s { hak_segment_t *seg; size_t size, dirty; } hak_piece_t;
+size_t hak_cache_huge_take(size_t need, size_t align, hak_piece_t *out, size_t max);
 /* Keep a freed huge mapping of size bytes (its header says it is free, its
  * region-map entries stay); false: the caller unmaps it. */
 bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty);
@@ -103,5 +103,6 @@ void hak_purge_range(void *p, size_t size);
 size_t hak_segment_header_bytes(const hak_segment_t *seg);                  /* hak_segment.c */
 uint8_t *hak_segment_page_area(hak_segment_t *seg, hak_page_t *page, size_t *size);
 void hak_huge_release(hak_segment_t *seg, size_t size);                    /* hak_huge.c: unmap */
+void hak_huge_cached_header(hak_segment_t *seg, size_t size);              /* hak_huge.c: joined */
 
 #endif /* HAK_PURGE_H */

@@ -88,8 +88,9 @@ int  hakmem_stats_get(hakmem_stats_t *out, size_t size);
 /* Print a report (hakmem's name, per-class table, OS calls, peak RSS) to stderr. */
 void hakmem_stats_print(void);
 
-/* Return free memory to the OS now (what malloc_trim(0) does): the calling
- * thread's free pages, exited threads' heaps and the segment cache.  Returns
+/* Return free memory to the OS now (what malloc_trim(0) does): the free
+ * pages of every thread's heap (live threads' too), exited threads' heaps,
+ * the segment cache and the huge-block cache.  Returns
  * 1 if hakmem made any madvise or munmap call anywhere in the process while
  * it ran (the counters compared are process-wide: another thread's purge,
  * huge free or mapping trim meanwhile counts too), 0 otherwise.  So 0 means

@@ -62,8 +62,8 @@ void *hak_realloc(void *p, size_t size) {
     /* the owner test first: another thread's page's used and flags are not ours to read */
     if (size > usable && size <= HAK_LARGE_MAX && seg->heap == hak_tls_heap && page->kind == HAK_PAGE_LARGE &&
         page->flags == 0 && block == page->start && page->used == 1 &&
-        hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE) {
-        hak_page_reclass(seg->heap, page, hak_size_class(size));   /* grow in place */
+        hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE &&
+        hak_page_reclass(seg->heap, page, hak_size_class(size))) {   /* grow in place */
         return p;
     }
     void *q = hak_malloc_inline(size);

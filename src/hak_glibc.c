@@ -2,20 +2,22 @@
  * mallinfo, mallinfo2, malloc_stats, malloc_info, mallopt.  Each reports
  * hakmem's own figures; what has no meaning here is accepted and ignored
  * (mallopt) or fails as glibc documents (malloc_info with options != 0). */
-#include "hak_internal.h"
+#include "hak_purge.h"
 #include <malloc.h>
 #include <stdio.h>
 
-/* Return every purgeable byte: this thread's free pages, abandoned heaps'
- * free pages, and the segment cache.  (Other live threads' free pages are
- * purged by those threads after the purge delay.) */
+/* Return every purgeable byte: this thread's free pages (and its heap's
+ * empty segments), exited threads' heaps, the free page slots of every other
+ * thread's heap -- live ones too, under their slot locks -- and both
+ * process-wide caches (segments and huge blocks). */
 HAK_EXPORT int hakmem_collect(void) {
     uint64_t before = atomic_load_explicit(&hak_counters.madvise_calls, memory_order_relaxed) +
                       atomic_load_explicit(&hak_counters.munmap_calls, memory_order_relaxed);
     hak_heap_t *heap = hak_tls_heap;
     if (heap != &hak_heap_empty) hak_heap_collect(heap, true);
     hak_sweep_abandoned(true);
-    hak_segment_cache_trim();
+    hak_purge_all_heaps();
+    hak_cache_trim();
     uint64_t after = atomic_load_explicit(&hak_counters.madvise_calls, memory_order_relaxed) +
                      atomic_load_explicit(&hak_counters.munmap_calls, memory_order_relaxed);
     return after != before;

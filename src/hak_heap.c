@@ -140,10 +140,10 @@ void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
 static void hak_thread_done(void *value) {
     hak_heap_t *heap = (hak_heap_t *)value;
     if (!heap || heap != hak_tls_heap) return;
+    hak_tls_exiting = true;             /* before the collect: what it frees is for the next thread */
     hak_heap_collect(heap, false);
     hak_tls_heap = &hak_heap_empty;
     hak_tls_tag = HAK_TAG_INVALID;
-    hak_tls_exiting = true;
     atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
     atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
 }
@@ -164,6 +164,10 @@ size_t hak_sweep_abandoned(bool force_purge) {
     }
     return n;
 }
+
+/* The first heap of the list of every heap (linked by next_all; heaps are
+ * never freed): the purger and malloc_trim walk it (hak_purge.c). */
+hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&hak_heaps_all, memory_order_acquire); }
 
 /* Sum the per-heap counters (a racy snapshot, as any statistics read). */
 void hak_heap_stats_sum(hak_heap_sums_t *s) {

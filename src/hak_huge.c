@@ -1,65 +1,233 @@
 /* hak_huge.c -- huge blocks (above HAK_LARGE_MAX): a mapping of their own
  * with a segment header (hak_segment_t and one hak_page_t, 768 bytes) in
  * front of the block: the block starts 768 bytes into its 4 MiB-aligned
- * mapping (rounded up to the alignment asked for), not on a page boundary. */
-#include "hak_internal.h"
+ * mapping (rounded up to the alignment asked for), not on a page boundary.
+ *
+ * A freed huge block goes to the huge cache (hak_purge.c) with its memory
+ * still committed; a later huge request takes the smallest cached mapping
+ * that holds it and splits off the rest at a 4 MiB boundary (the rest goes
+ * back to the cache), or grows the largest one with mremap (its pages move,
+ * nothing is copied).  The decay unmaps what is not reused.  A cached
+ * mapping keeps its header and region-map entries: its one page is not in
+ * use, so free() of a pointer into it is reported (a double free), and
+ * hakmem_owns() still knows it. */
+#include "hak_purge.h"
 
 static size_t hak_huge_header(void) { return sizeof(hak_segment_t) + sizeof(hak_page_t); }
+static size_t hak_units(size_t size) { return (size + HAK_SEGMENT_SIZE - 1) >> HAK_SEGMENT_SHIFT; }
 
-/* Mark (or clear) every 4 MiB unit of a huge mapping in the region map, so
- * that hakmem_owns() knows its interior and free() of an interior pointer is
- * reported as such.  Unit u points back u units to the header. */
-static void hak_huge_mark(hak_segment_t *seg, size_t map_size, bool on) {
-    size_t units = (map_size + HAK_SEGMENT_SIZE - 1) >> HAK_SEGMENT_SHIFT;
-    if (units > HAK_TAG_LAST) units = HAK_TAG_LAST;
-    for (size_t u = 0; u < units; u++) {
+/* Mark (or clear) the 4 MiB units [from, to) of a huge mapping in the
+ * region map, so that hakmem_owns() knows its interior and free() of an
+ * interior pointer is reported as such.  Unit u points back u units to the
+ * header. */
+static void hak_huge_mark_units(hak_segment_t *seg, size_t from, size_t to, bool on) {
+    if (to > HAK_TAG_LAST) to = HAK_TAG_LAST;
+    for (size_t u = from; u < to; u++) {
         uint16_t v = !on ? HAK_TAG_NONE : u == 0 ? HAK_TAG_SHARED : (uint16_t)(HAK_TAG_BACK | u);
         hak_segmap_set((uint8_t *)seg + (u << HAK_SEGMENT_SHIFT), v);
     }
 }
+static void hak_huge_mark(hak_segment_t *seg, size_t map_size, bool on) {
+    hak_huge_mark_units(seg, 0, hak_units(map_size), on);
+}
 
-static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
-    seg->heap = NULL;
+/* The header of a huge mapping: a segment with one page, in use (a block)
+ * or not (cached). */
+static void hak_huge_header_init(hak_segment_t *seg, size_t map_size) {
+    memset(seg, 0, hak_huge_header());
     seg->kind = HAK_PAGE_HUGE;
     seg->page_shift = HAK_SEGMENT_SHIFT;
     seg->page_count = 1;
-    seg->used_pages = 1;
     seg->map_size = map_size;
     hak_segment_set_slices(seg);
     hak_page_t *page = &seg->pages[0];
     page->kind = HAK_PAGE_HUGE;
     page->class_idx = 255;
+    page->div_magic = page->local_magic = 1;
+    page->free_key = page->local_key = hak_page_key(page);
+    hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
+}
+
+static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
+    hak_huge_header_init(seg, map_size);
+    seg->used_pages = 1;
+    hak_page_t *page = &seg->pages[0];
     page->in_use = 1;
     page->start = (uint8_t *)seg + offset;
     page->block_size = page->area = map_size - offset;
     page->reserved = page->used = 1;
     HAK_SET_RELAXED(page->capacity, 1);
-    page->div_magic = page->local_magic = 1;
-    page->div_step = 0;
-    page->free_key = page->local_key = hak_page_key(page);
-    hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
+    hak_page_update_limit(page);
     hak_huge_mark(seg, map_size, true);
 }
 
+/* A cached mapping's header and region-map entries, for a mapping of size
+ * bytes at seg: after neighbouring cached mappings were joined into one. */
+void hak_huge_cached_header(hak_segment_t *seg, size_t size) {
+    hak_huge_header_init(seg, size);
+    hak_huge_mark(seg, size, true);
+}
+
+/* Unmap a huge mapping (a cached one the decay gives back). */
+void hak_huge_release(hak_segment_t *seg, size_t size) {
+    hak_huge_mark(seg, size, false);
+    hak_os_unmap(seg, size);
+}
+
+/* Move a mapping of old bytes to a new 4 MiB-aligned (or align-aligned)
+ * place of new bytes: its pages move, nothing is copied.  The part beyond
+ * old is made writable first, then the pages move in front of it (a move
+ * that also grows leaves valgrind unaware of the grown part).  NULL if that
+ * fails (the mapping is left as it was). */
+static hak_segment_t *hak_huge_move(hak_segment_t *seg, size_t old_map, size_t new_map, size_t align) {
+    uint8_t *dest = hak_os_reserve_aligned(new_map, align);
+    if (!dest) return NULL;
+    if (new_map > old_map && !hak_os_commit(dest + old_map, new_map - old_map)) {
+        hak_os_unmap(dest, new_map);
+        return NULL;
+    }
+    hak_huge_mark(seg, old_map, false);
+    hak_segment_t *moved = hak_os_remap(seg, old_map, old_map, dest);
+    if (!moved) {
+        hak_huge_mark(seg, old_map, true);
+        hak_os_unmap(dest, new_map);
+        return NULL;
+    }
+    /* The reservation's accounting covers the moved pages now. */
+    hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)old_map);
+    return moved;
+}
+
+/* A cached mapping of size bytes holding more than need (both multiples of
+ * 4 MiB): what lies beyond need goes back to the cache (or is unmapped). */
+static void hak_huge_split(hak_segment_t *seg, size_t size, size_t need, size_t *dirty) {
+    hak_segment_t *tail = (hak_segment_t *)((uint8_t *)seg + need);
+    size_t tail_size = size - need, tail_dirty = *dirty > need ? *dirty - need : 0;
+    hak_huge_header_init(tail, tail_size);
+    hak_huge_mark(tail, tail_size, true);
+    if (!hak_cache_huge_put(tail, tail_size, tail_dirty)) hak_huge_release(tail, tail_size);
+    if (*dirty > need) *dirty = need;
+}
+
+/* A piece taken from the cache that will not be used after all. */
+static void hak_huge_give_back(const hak_piece_t *p) {
+    if (!hak_cache_huge_put(p->seg, p->size, p->dirty)) hak_huge_release(p->seg, p->size);
+}
+
+/* A new mapping of need bytes (aligned to align) made of cached mappings
+ * that are each smaller: their pages move into one reservation, nothing is
+ * copied, and what they do not cover is fresh memory.  *dirty: how many of
+ * its first bytes may be non-zero.  NULL if the kernel refuses (the pieces
+ * go back to the cache, or are lost to the OS if already moved). */
+static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, size_t align, size_t *dirty,
+                                       bool live) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += pc[i].size;
+    if (total > need) {                        /* the last piece holds more than is missing */
+        size_t keep = need - (total - pc[n - 1].size);
+        hak_huge_split(pc[n - 1].seg, pc[n - 1].size, keep, &pc[n - 1].dirty);
+        pc[n - 1].size = keep;
+    }
+    uint8_t *dest = hak_os_reserve_aligned(need, align);
+    if (!dest) {
+        for (size_t i = live; i < n; i++) hak_huge_give_back(&pc[i]);
+        return NULL;
+    }
+    size_t off = 0, d = 0;
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        hak_huge_mark(pc[i].seg, pc[i].size, false);
+        if (hak_os_remap(pc[i].seg, pc[i].size, pc[i].size, dest + off)) {
+            /* its pages replace part of the (counted) reservation */
+            hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)pc[i].size);
+            if (pc[i].dirty) d = off + pc[i].dirty;
+        } else if (live && i == 0) {           /* the block itself stays where it is */
+            hak_huge_mark(pc[0].seg, pc[0].size, true);
+            for (size_t j = 1; j < n; j++) hak_huge_give_back(&pc[j]);
+            hak_os_unmap(dest, need);
+            return NULL;
+        } else {                               /* it stays where it is; that part is fresh */
+            hak_huge_mark(pc[i].seg, pc[i].size, true);
+            hak_huge_give_back(&pc[i]);
+            ok = ok && hak_os_commit(dest + off, pc[i].size);
+        }
+        off += pc[i].size;
+    }
+    if (off < need) ok = ok && hak_os_commit(dest + off, need - off);
+    if (!ok) {
+        hak_os_unmap(dest, need);
+        return NULL;
+    }
+    *dirty = d;
+    return (hak_segment_t *)dest;
+}
+
+/* A huge mapping is a whole number of 4 MiB units: no unit the region map
+ * marks has a hole another mapping of the process could take.  A request
+ * takes, in this order: the smallest cached mapping that holds it (split);
+ * one cached mapping grown in place; several cached mappings composed;
+ * fresh memory. */
+#define HAK_HUGE_PIECES 8
 void *hak_huge_alloc(size_t size, size_t align, bool zero) {
-    (void)zero; /* fresh mappings are zero */
     if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
     size_t offset = hak_round_up(hak_huge_header(), align);
     size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
     if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
     /* size 0 (an aligned allocation): the block must still start inside the mapping */
-    size_t map_size = hak_round_up(offset + (size ? size : 1), hak_os_page_size());
-    hak_segment_t *seg = hak_os_map_aligned(map_size, map_align);
-    if (!seg) { errno = ENOMEM; return NULL; }
-    hak_huge_setup(seg, map_size, offset);
+    size_t end = hak_round_up(offset + (size ? size : 1), hak_os_page_size());
+    size_t need = hak_round_up(end, HAK_SEGMENT_SIZE);
+    hak_piece_t pc[HAK_HUGE_PIECES];
+    size_t n = hak_cache_huge_take(need, map_align, pc, HAK_HUGE_PIECES);
+    hak_segment_t *seg = NULL;
+    size_t dirty = 0;
+    bool aligned = n > 0 && !((uintptr_t)pc[0].seg & (map_align - 1));
+    if (n == 1 && pc[0].size >= need && aligned) {
+        seg = pc[0].seg;
+        dirty = pc[0].dirty;
+        if (pc[0].size > need) hak_huge_split(seg, pc[0].size, need, &dirty);
+    } else if (n == 1 && aligned && pc[0].size < need && hak_os_remap(pc[0].seg, pc[0].size, need, NULL)) {
+        seg = pc[0].seg;                        /* grown in place: the new part is zero */
+        dirty = pc[0].dirty;
+    } else if (n > 0) {
+        seg = hak_huge_compose(pc, n, need, map_align, &dirty, false);
+    }
+    if (!seg) {
+        seg = hak_os_map_aligned(need, map_align);
+        if (!seg) { errno = ENOMEM; return NULL; }
+        /* the 2 MiB ranges the block covers whole (its last unit's tail is
+         * not worth a huge page) */
+        size_t thp = end & ~(((size_t)2 << 20) - 1);
+        if (hak_opt.thp && thp) hak_os_hugepage(seg, thp, true);
+        dirty = 0;                               /* fresh mappings are zero */
+    }
+    /* A reused mapping's last unit may hold committed memory beyond the
+     * block's end: it stays, as part of the block's usable size (purging it
+     * cost more faults than it saved memory: docs/design.md). */
+    hak_huge_setup(seg, need, offset);
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
-    return seg->pages[0].start;
+    uint8_t *p = seg->pages[0].start;
+    if (zero && dirty > offset) memset(p, 0, dirty - offset < size ? dirty - offset : size);
+    return p;
+}
+
+/* A 4 MiB unit of cached huge memory for a segment (the rest of its
+ * mapping stays cached): committed memory serves any kind.  NULL if the
+ * huge cache is empty; *dirty: it may hold committed memory. */
+hak_segment_t *hak_huge_cache_segment(bool *dirty) {
+    hak_piece_t pc;
+    if (hak_cache_huge_take(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE, &pc, 1) == 0) return NULL;
+    if (pc.size > HAK_SEGMENT_SIZE) hak_huge_split(pc.seg, pc.size, HAK_SEGMENT_SIZE, &pc.dirty);
+    if (hak_opt.thp) hak_os_hugepage(pc.seg, HAK_SEGMENT_SIZE, false);   /* segments take 4 KiB pages */
+    *dirty = pc.dirty != 0;
+    return pc.seg;
 }
 
 void hak_huge_free(hak_segment_t *seg) {
-    hak_huge_mark(seg, seg->map_size, false);
+    size_t size = seg->map_size;
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
-    hak_os_unmap(seg, seg->map_size);
+    hak_huge_header_init(seg, size);             /* its page is no longer in use */
+    if (hak_cache_huge_put(seg, size, size)) { hak_purger_kick(); return; }
+    hak_huge_release(seg, size);
 }
 
 /* Resize a huge block by moving pages, never copying them: in place when the
@@ -69,38 +237,33 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     hak_page_t *page = &seg->pages[0];
     size_t offset = (size_t)(page->start - (uint8_t *)seg);
     if (offset >= HAK_SEGMENT_SIZE || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
-    size_t new_map = hak_round_up(offset + size, hak_os_page_size());
+    size_t new_map = hak_round_up(offset + size, HAK_SEGMENT_SIZE);
     size_t old_map = seg->map_size;
     if (new_map <= old_map) {
-        /* Shrink: give back the tail if it is worth a syscall. */
-        if (old_map - new_map >= ((size_t)1 << 20)) {
-            if (hak_os_remap(seg, old_map, new_map, NULL)) {
-                hak_huge_mark(seg, old_map, false);
-                hak_huge_mark(seg, new_map, true);
-                seg->map_size = new_map;
-                page->block_size = page->area = new_map - offset;
-            }
+        /* Shrink: the units it no longer reaches go to the huge cache. */
+        if (new_map < old_map) {
+            size_t dirty = old_map;              /* the block may have written all of it */
+            hak_huge_split(seg, old_map, new_map, &dirty);
+            seg->map_size = new_map;
+            page->block_size = page->area = new_map - offset;
         }
         return p;
     }
-    if (hak_os_remap(seg, old_map, new_map, NULL)) {
-        seg->map_size = new_map;
-        page->block_size = page->area = new_map - offset;
-        hak_huge_mark(seg, new_map, true);
-        return p;
+    /* Grow: with cached huge memory, move the block and cached mappings
+     * into one new mapping (committed memory, no faults); else in place. */
+    hak_piece_t pc[HAK_HUGE_PIECES];
+    size_t n = hak_cache_huge_take(new_map - old_map, HAK_SEGMENT_SIZE, pc + 1, HAK_HUGE_PIECES - 1);
+    if (n > 0) {
+        size_t dirty = 0;
+        pc[0] = (hak_piece_t){ seg, old_map, old_map };
+        hak_segment_t *moved = hak_huge_compose(pc, n + 1, new_map, HAK_SEGMENT_SIZE, &dirty, true);
+        if (moved) {
+            hak_huge_setup(moved, new_map, offset);
+            return moved->pages[0].start;
+        }
     }
-    void *dest = hak_os_reserve_aligned(new_map, HAK_SEGMENT_SIZE);
-    if (!dest) { errno = ENOMEM; return NULL; }
-    hak_huge_mark(seg, old_map, false);
-    hak_segment_t *moved = hak_os_remap(seg, old_map, new_map, dest);
-    if (!moved) {
-        hak_huge_mark(seg, old_map, true);
-        hak_os_unmap(dest, new_map);
-        errno = ENOMEM;
-        return NULL;
-    }
-    /* The reservation's accounting was replaced by the moved mapping. */
-    hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)new_map);
+    hak_segment_t *moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
+    if (!moved) { errno = ENOMEM; return NULL; }
     hak_huge_setup(moved, new_map, offset);
     return moved->pages[0].start;
 }

@@ -61,11 +61,14 @@ typedef struct hak_options_s {
     long profile;            /* 0 speed, 1 balanced, 2 lean */
     long verbose;
     long stats;
-    long purge_delay_ms;     /* -1: never purge free pages; 0: at once */
-    long segment_cache;      /* free segments kept mapped per process */
-    long cache_unpurged;     /* of those, how many may keep their memory */
-    long purge_budget_kb;    /* unpurged free page slots a heap may hold; -1 unlimited */
+    long purge_delay_ms;     /* the decay's delay: -1 never purge; 0 at once */
+    long segment_cache;      /* empty segments kept mapped per process */
+    long purge_budget_kb;    /* the decay's floor per pool; -1 unlimited */
     long crash_handler;      /* report SIGSEGV/SIGBUS inside hakmem */
+    long huge_cache_mb;      /* freed huge mappings kept for reuse (hak_purge.c) */
+    long background_purge;   /* the purger thread (hak_purge.c) */
+    long purge_lazy;         /* purge with MADV_FREE instead of MADV_DONTNEED */
+    long thp;                /* madvise(MADV_HUGEPAGE) on huge blocks' whole 2 MiB ranges */
 } hak_options_t;
 extern hak_options_t hak_opt;
 void hak_options_init(void);
@@ -77,6 +80,9 @@ void *hak_os_map_aligned(size_t size, size_t align);
 void *hak_os_reserve_aligned(size_t size, size_t align); /* PROT_NONE */
 void  hak_os_unmap(void *p, size_t size);
 void  hak_os_purge(void *p, size_t size);       /* madvise DONTNEED */
+void  hak_os_purge_lazy(void *p, size_t size);  /* madvise FREE (DONTNEED where missing) */
+bool  hak_os_commit(void *p, size_t size);      /* part of a reservation becomes RW */
+bool  hak_os_hugepage(void *p, size_t size, bool on); /* madvise (NO)HUGEPAGE */
 void *hak_os_remap(void *p, size_t old_size, size_t new_size, void *fixed_addr);
 size_t hak_os_page_size(void);
 uint64_t hak_os_now_ms(void);
@@ -140,6 +146,7 @@ void hak_process_init(void);
 hak_heap_t *hak_heap_for_thread(void);          /* make or adopt the calling thread's heap */
 void hak_heap_collect(hak_heap_t *heap, bool force_purge);
 size_t hak_sweep_abandoned(bool force_purge);
+hak_heap_t *hak_heap_list(void);                /* every heap, linked by next_all */
 void hak_heaps_lock_for_fork(void);
 void hak_heaps_unlock_after_fork(bool child);
 
@@ -162,17 +169,16 @@ hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak
 void hak_segmap_set(const void *p, uint16_t v);
 hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
 
-/* ---- segments (hak_segment.c) ---- */
+/* ---- segments (hak_segment.c; purging and the caches: hak_purge.c, hak_purge.h) ---- */
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls);
 void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page);
 void hak_segment_purge_due(hak_heap_t *heap, bool force);
 void hak_segment_release_empty(hak_heap_t *heap);
-size_t hak_segment_cache_trim(void);
 void hak_segment_lock_for_fork(void);
 void hak_segment_unlock_after_fork(bool child);
 void  hak_segment_set_slices(hak_segment_t *seg);
 void  hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls);
-void  hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls);
+bool  hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls);  /* false: no room */
 void  hak_queue_push_back(hak_heap_t *heap, hak_page_t *page);
 
 /* ---- huge blocks (hak_huge.c) ---- */

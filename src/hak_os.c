@@ -187,6 +187,42 @@ void hak_os_purge(void *p, size_t size) {
     errno = saved;
 }
 
+/* Make [p, p + size), part of a reservation (hak_os_reserve_aligned),
+ * readable and writable: an anonymous mapping over it, made as glibc makes
+ * them (no MAP_NORESERVE).  Its bytes were counted with the reservation.
+ * False if the kernel refuses (the range stays reserved). */
+bool hak_os_commit(void *p, size_t size) {
+    int saved = errno;
+    hak_count(mmap_calls);
+    void *r = mmap(p, size, PROT_READ | PROT_WRITE, HAK_MAP_RW | MAP_FIXED, -1, 0);
+    errno = saved;
+    return r == p;
+}
+
+/* MADV_FREE: the kernel takes the pages only under memory pressure, and a
+ * page written again before that costs no fault; RSS stays until then.
+ * Falls back to MADV_DONTNEED where the kernel lacks it (before 4.5). */
+void hak_os_purge_lazy(void *p, size_t size) {
+    if (size == 0) return;
+    int saved = errno;
+    hak_count(madvise_calls);
+#ifdef MADV_FREE
+    if (madvise(p, size, MADV_FREE) != 0)
+#endif
+        (void)madvise(p, size, MADV_DONTNEED);
+    errno = saved;
+}
+
+/* Ask for (or against) transparent huge pages on a range: MADV_HUGEPAGE or
+ * MADV_NOHUGEPAGE.  Returns false if the kernel refused (no THP support). */
+bool hak_os_hugepage(void *p, size_t size, bool on) {
+    int saved = errno;
+    hak_count(madvise_calls);
+    int r = madvise(p, size, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    errno = saved;
+    return r == 0;
+}
+
 /* Grow or shrink a mapping.  fixed_addr == NULL: only in place.  Otherwise
  * move the pages to fixed_addr (a reservation of new_size bytes).  NULL if
  * the kernel refuses, or if the result would reach past the region map (an

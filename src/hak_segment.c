@@ -1,46 +1,22 @@
-/* hak_segment.c -- segments, page slots, purging and the segment cache.
- * (The region map is hak_segmap.c; huge blocks are hak_huge.c.)
+/* hak_segment.c -- segments and their page slots.
+ * (The region map is hak_segmap.c; huge blocks are hak_huge.c; purging and
+ * the process-wide caches are hak_purge.c.)
  *
- * A heap owns its segments.  A segment whose pages are all free goes to a
- * small process-wide cache (hak_opt.segment_cache entries) or back to the OS.
- * A cached segment keeps its memory for hak_opt.purge_delay_ms, so a segment
- * freed and taken again soon costs no system call; after that it is purged
- * (or purged at once when the delay is 0).  Free page slots
- * inside a live segment keep their memory for hak_opt.purge_delay_ms and are
- * then purged by the owner on one of its slow paths: no background thread. */
-#include "hak_internal.h"
-#include <pthread.h>
-
-static pthread_mutex_t hak_cache_lock = PTHREAD_MUTEX_INITIALIZER;
-#define HAK_SEGMENT_CACHE_MAX 64
-typedef struct hak_cached_s { hak_segment_t *seg; uint64_t since_ms; bool purged; } hak_cached_t;
-static hak_cached_t hak_cache[HAK_SEGMENT_CACHE_MAX];  /* a stack: newest last */
-static size_t hak_cache_count;
-
-static void hak_segment_purge_body(hak_segment_t *seg) {
-    hak_os_purge((uint8_t *)seg + hak_os_page_size(), HAK_SEGMENT_SIZE - hak_os_page_size());
-}
-
-/* Purge cached segments whose delay has passed, and the oldest ones beyond
- * hak_opt.cache_unpurged (nothing else would purge them if the program stops
- * allocating).  Called with the lock held; rare (segment release and
- * allocation only). */
-static void hak_cache_expire_locked(uint64_t now) {
-    if (hak_opt.purge_delay_ms < 0) return;
-    long unpurged = 0;
-    for (size_t i = hak_cache_count; i-- > 0;) {       /* newest first */
-        hak_cached_t *c = &hak_cache[i];
-        if (c->purged) continue;
-        if (++unpurged > hak_opt.cache_unpurged || now >= c->since_ms + (uint64_t)hak_opt.purge_delay_ms) {
-            hak_segment_purge_body(c->seg);
-            c->purged = true;
-        }
-    }
-}
+ * A heap owns its segments.  A page slot given back stays committed
+ * ("dirty") and the decay (hak_purge.h) decides when its memory is purged.
+ * A segment whose pages are all free goes to the process-wide segment cache
+ * (or back to the OS when the cache is full); new and adopted heaps take
+ * segments from that cache before they map new ones, dirty ones of the kind
+ * they need first, so a program whose threads come and go reuses the same
+ * committed memory.  The heap's segment lists and slot purge state are
+ * written under heap->slot_lock (hak_purge.h). */
+#include "hak_purge.h"
 
 static size_t hak_segment_header_size(unsigned page_count) {
     return hak_round_up(sizeof(hak_segment_t) + page_count * sizeof(hak_page_t), 256);
 }
+
+size_t hak_segment_header_bytes(const hak_segment_t *seg) { return hak_segment_header_size(seg->page_count); }
 
 void hak_segment_set_slices(hak_segment_t *seg) {
     unsigned per_page = 1u << (seg->page_shift - HAK_SLICE_SHIFT);
@@ -51,7 +27,7 @@ void hak_segment_set_slices(hak_segment_t *seg) {
 }
 
 /* Byte range of page slot i (page 0 starts after the header). */
-static uint8_t *hak_page_area(hak_segment_t *seg, hak_page_t *page, size_t *size) {
+uint8_t *hak_segment_page_area(hak_segment_t *seg, hak_page_t *page, size_t *size) {
     size_t i = (size_t)(page - seg->pages);
     uint8_t *lo = (uint8_t *)seg + (i << seg->page_shift);
     size_t len = (size_t)1 << seg->page_shift;
@@ -69,26 +45,104 @@ static void hak_segment_counted(int delta) {
     hak_count_peak(&hak_counters.segments_in_use, &hak_counters.segments_peak, delta);
 }
 
-static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, hak_page_kind_t kind) {
-    hak_segment_t *seg = NULL;
-    pthread_mutex_lock(&hak_cache_lock);
-    if (hak_cache_count > 0) seg = hak_cache[--hak_cache_count].seg;
-    hak_cache_expire_locked(hak_os_now_ms());
-    pthread_mutex_unlock(&hak_cache_lock);
-    if (!seg) {
-        seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
-        if (!seg) return NULL;
+/* ---- spans (large segments) ----
+ * A large segment is 64 slices of 64 KiB, each with a descriptor.  A page
+ * of a large class is a span of slices (its first slice's descriptor is the
+ * page; slice_page[] of every slice of the span points to it), holding
+ * HAK_LARGE_SPAN_BYTES' worth of blocks (at least one); free slices form
+ * free spans, described the same way (in_use 0), which merge with free
+ * neighbours.  So the memory a freed large block leaves committed serves
+ * the next large block of any class.  Every slice's own descriptor also
+ * keeps that slice's purge state (needs_purge, freed_at_ms, dirty_kb): the
+ * decay works slice by slice. */
+#define HAK_SLICES HAK_MAX_PAGES_PER_SEGMENT
+#define HAK_SLICE_SIZE ((size_t)1 << HAK_SLICE_SHIFT)
+#define HAK_LARGE_SPAN_BYTES ((size_t)256 << 10)
+
+static void hak_span_map(hak_segment_t *seg, unsigned head, unsigned n) {
+    for (unsigned i = head; i < head + n; i++) seg->slice_page[i] = &seg->pages[head];
+    seg->pages[head].span = (uint8_t)n;
+}
+
+/* Slices a page of bsize blocks needs when its span starts at slice i. */
+static unsigned hak_span_need(const hak_segment_t *seg, unsigned i, size_t bsize) {
+    size_t blocks = HAK_LARGE_SPAN_BYTES / bsize;
+    if (blocks == 0) blocks = 1;
+    size_t bytes = (i == 0 ? hak_segment_header_size(seg->page_count) : 0) + blocks * bsize;
+    size_t n = (bytes + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+    if (n > HAK_SLICES - i) {                 /* fewer blocks, as many as fit */
+        n = HAK_SLICES - i;
+        if ((n << HAK_SLICE_SHIFT) - (i == 0 ? hak_segment_header_size(seg->page_count) : 0) < bsize) return 0;
     }
-    unsigned shift = hak_kind_shift(kind);
+    return (unsigned)n;
+}
+
+static void hak_segment_format(hak_segment_t *seg, hak_page_kind_t kind) {
+    bool large = kind == HAK_PAGE_LARGE;
+    unsigned shift = large ? HAK_SLICE_SHIFT : hak_kind_shift(kind);
     unsigned count = 1u << (HAK_SEGMENT_SHIFT - shift);
     memset(seg, 0, hak_segment_header_size(count));
-    seg->heap = heap;
     seg->kind = (uint8_t)kind;
     seg->page_shift = (uint8_t)shift;
     seg->page_count = (uint16_t)count;
     seg->first_page = kind == HAK_PAGE_SMALL;   /* slot 0: the header (hak_types.h) */
     seg->map_size = HAK_SEGMENT_SIZE;
     hak_segment_set_slices(seg);
+    if (large) {                                /* one free span of every slice */
+        hak_span_map(seg, 0, HAK_SLICES);
+        seg->free_slices = HAK_SLICES;
+    }
+}
+
+/* The 64 KiB slices a cached segment's dirty slots cover, before its header
+ * is formatted for another kind. */
+static uint64_t hak_segment_dirty_slices(hak_segment_t *seg) {
+    uint64_t mask = 0;
+    unsigned per = 1u << (seg->page_shift - HAK_SLICE_SHIFT);
+    for (unsigned i = 0; i < seg->page_count && i < HAK_MAX_PAGES_PER_SEGMENT; i++) {
+        const hak_page_t *pg = &seg->pages[i];
+        if (!pg->needs_purge) continue;
+        unsigned n = (unsigned)((((size_t)pg->dirty_kb << 10) + ((size_t)1 << HAK_SLICE_SHIFT) - 1) >> HAK_SLICE_SHIFT);
+        if (n > per) n = per;
+        mask |= (n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << (i * per);
+    }
+    return mask;
+}
+
+/* A segment for heap (slot lock held): from the cache -- a dirty one of this
+ * kind keeps its slot descriptors, so its dirty slots are known; a dirty one
+ * of another kind marks the new slots that overlap old dirty ones -- or
+ * fresh from the OS. */
+static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t now) {
+    hak_page_kind_t kind = hak_class_kind(cls);
+    hak_cached_state_t state = HAK_CACHED_CLEAN;
+    hak_segment_t *seg = hak_cache_segment_take(kind, &state);
+    bool from_huge = false, huge_dirty = false;
+    if (!seg && (seg = hak_huge_cache_segment(&huge_dirty)) != NULL) from_huge = true;
+    if (!seg) {
+        seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
+        if (!seg) return NULL;
+    }
+    if (state == HAK_CACHED_SAME) {
+        seg->next = seg->prev = NULL;
+        seg->in_free_list = false;
+        seg->used_pages = 0;
+    } else {
+        uint64_t dirty = state == HAK_CACHED_OTHER ? hak_segment_dirty_slices(seg) :
+                         from_huge && huge_dirty ? ~(uint64_t)0 : 0;
+        hak_segment_format(seg, kind);
+        unsigned per = 1u << (seg->page_shift - HAK_SLICE_SHIFT);
+        uint64_t unit = per >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << per) - 1);
+        for (unsigned i = seg->first_page; dirty && i < seg->page_count; i++) {
+            if (dirty & (unit << (i * per))) {
+                seg->pages[i].needs_purge = 1;     /* hak_purge_segment_joined counts it */
+                seg->pages[i].freed_at_ms = now;
+                seg->pages[i].dirty_kb = (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
+            }
+        }
+    }
+    seg->heap = heap;
+    hak_purge_segment_joined(heap, seg, now);
     hak_segmap_set(seg, heap->tag);
     hak_segment_counted(1);
     return seg;
@@ -111,66 +165,26 @@ static void hak_seglist_remove(hak_heap_t *heap, hak_segment_t *seg) {
     seg->in_free_list = false;
 }
 
-/* Forget the pending purges of a segment about to be released (it is purged
- * or unmapped whole). */
-static void hak_segment_drop_pending(hak_heap_t *heap, hak_segment_t *seg) {
-    for (unsigned i = 0; i < seg->page_count; i++) seg->pages[i].needs_purge = 0;
-    heap->purge_pending_bytes_k -= (uint32_t)((seg->purge_pending * ((size_t)1 << seg->page_shift)) >> 10);
-    seg->purge_pending = 0;
-}
-
-static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg) {
+/* An empty segment leaves heap (slot lock held) for the process-wide cache,
+ * its dirty slots still marked in its header, or goes back to the OS. */
+static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg, bool leaving) {
     hak_seglist_remove(heap, seg);
+    hak_purge_segment_left(heap, seg);
     hak_segment_counted(-1);
     seg->heap = NULL;
     hak_segmap_set(seg, HAK_TAG_SHARED);
-    uint64_t now = hak_os_now_ms();
-    pthread_mutex_lock(&hak_cache_lock);
-    if (hak_cache_count < (size_t)hak_opt.segment_cache && hak_cache_count < HAK_SEGMENT_CACHE_MAX) {
-        bool purge_now = hak_opt.purge_delay_ms == 0;
-        if (purge_now) hak_segment_purge_body(seg);
-        hak_cache[hak_cache_count++] = (hak_cached_t){ seg, now, purge_now };
-        seg = NULL;
-    }
-    hak_cache_expire_locked(now);
-    pthread_mutex_unlock(&hak_cache_lock);
-    if (seg) {
+    if (!hak_cache_segment_put(seg, leaving)) {
         hak_segmap_set(seg, 0);
         hak_os_unmap(seg, HAK_SEGMENT_SIZE);
     }
-}
-
-/* Unmap every cached segment; returns bytes released. */
-size_t hak_segment_cache_trim(void) {
-    hak_segment_t *take[HAK_SEGMENT_CACHE_MAX];
-    pthread_mutex_lock(&hak_cache_lock);
-    size_t n = hak_cache_count;
-    for (size_t i = 0; i < n; i++) take[i] = hak_cache[i].seg;
-    hak_cache_count = 0;
-    pthread_mutex_unlock(&hak_cache_lock);
-    for (size_t i = 0; i < n; i++) {
-        hak_segmap_set(take[i], 0);
-        hak_os_unmap(take[i], HAK_SEGMENT_SIZE);
-    }
-    return n * HAK_SEGMENT_SIZE;
-}
-
-void hak_segment_lock_for_fork(void) { pthread_mutex_lock(&hak_cache_lock); }
-void hak_segment_unlock_after_fork(bool child) {
-    if (child) pthread_mutex_init(&hak_cache_lock, NULL);
-    else pthread_mutex_unlock(&hak_cache_lock);
 }
 
 /* ---- page slots ---- */
 
 void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     size_t bsize = hak_class_size(cls), len;
-    uint8_t *start = hak_page_area(seg, page, &len);
-    if (page->needs_purge) {
-        page->needs_purge = 0;
-        seg->purge_pending--;
-        seg->heap->purge_pending_bytes_k -= (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
-    }
+    uint8_t *start = hak_segment_page_area(seg, page, &len);
+    if (seg->kind == HAK_PAGE_LARGE) len += ((size_t)page->span - 1) << HAK_SLICE_SHIFT;
     page->free = page->local_free = NULL;
     page->used = 0;
     page->class_idx = (uint8_t)cls;
@@ -189,141 +203,243 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     page->next = page->prev = NULL;
 }
 
+/* ---- spans: taking and giving back (slot lock held) ---- */
+
+static unsigned hak_span_dirty(const hak_segment_t *seg, unsigned from, unsigned n) {
+    unsigned d = 0;
+    for (unsigned j = from; j < from + n; j++) d += seg->pages[j].needs_purge;
+    return d;
+}
+
+/* Take slices [at, at + n) out of the free span headed by head. */
+static void hak_span_take(hak_heap_t *heap, hak_segment_t *seg, unsigned head, unsigned at, unsigned n,
+                          uint64_t now) {
+    unsigned len = seg->pages[head].span;
+    if (at > head) hak_span_map(seg, head, at - head);                 /* free part before */
+    if (at + n < head + len) hak_span_map(seg, at + n, head + len - at - n);   /* and after */
+    for (unsigned j = at; j < at + n; j++) hak_purge_slot_taken(heap, seg, &seg->pages[j], now);
+    hak_span_map(seg, at, n);
+    seg->free_slices = (uint8_t)(seg->free_slices - n);
+}
+
+/* A span for a page of class cls in one of the heap's large segments: the
+ * free span that fits most tightly, and in it the end with more committed
+ * slices.  NULL if none fits. */
+static hak_page_t *hak_span_find(hak_heap_t *heap, unsigned cls, uint64_t now) {
+    size_t bsize = hak_class_size(cls);
+    hak_segment_t *best_seg = NULL;
+    unsigned best = 0, best_len = 0, best_need = 0;
+    for (hak_segment_t *seg = heap->segs[HAK_PAGE_LARGE].first; seg; seg = seg->next) {
+        for (unsigned i = 0; i < HAK_SLICES; i += seg->pages[i].span) {
+            const hak_page_t *h = &seg->pages[i];
+            if (h->in_use) continue;
+            unsigned need = hak_span_need(seg, i, bsize);
+            if (need == 0 || h->span < need) continue;
+            if (!best_seg || h->span < best_len) { best_seg = seg; best = i; best_len = h->span; best_need = need; }
+            if (h->span == need) break;
+        }
+        if (best_seg && best_len == best_need) break;
+    }
+    if (!best_seg) return NULL;
+    hak_segment_t *seg = best_seg;
+    unsigned at = best;
+    if (best_len > best_need) {                 /* the end may hold more committed slices */
+        unsigned end_need = hak_span_need(seg, best + best_len - best_need, bsize);
+        unsigned end_at = best + best_len - end_need;
+        if (end_need && end_at > best &&
+            hak_span_dirty(seg, end_at, end_need) > hak_span_dirty(seg, best, best_need)) {
+            at = end_at; best_need = end_need;
+        }
+    }
+    hak_span_take(heap, seg, best, at, best_need, now);
+    return &seg->pages[at];
+}
+
+/* Give back page's span, marking the slices it touched dirty, and merge it
+ * with free neighbours; returns the merged span's head. */
+static void hak_span_free(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, uint8_t *carved_end,
+                          uint64_t now) {
+    unsigned head = (unsigned)(page - seg->pages), n = page->span;
+    for (unsigned j = head; j < head + n; j++) {
+        uint8_t *lo = (uint8_t *)seg + ((size_t)j << HAK_SLICE_SHIFT);
+        size_t used = carved_end > lo ? (size_t)(carved_end - lo) : 0;
+        if (used > HAK_SLICE_SIZE) used = HAK_SLICE_SIZE;
+        hak_page_t *sl = &seg->pages[j];
+        sl->in_use = 0;
+        if (used || sl->dirty_kb) hak_purge_slot_freed(heap, seg, sl, used, now, false);
+    }
+    seg->free_slices = (uint8_t)(seg->free_slices + n);
+    unsigned next = head + n;
+    if (next < HAK_SLICES && !seg->pages[next].in_use) n += seg->pages[next].span;
+    if (head > 0) {
+        hak_page_t *prev = seg->slice_page[head - 1];
+        if (!prev->in_use) { n += prev->span; head = (unsigned)(prev - seg->pages); }
+    }
+    hak_span_map(seg, head, n);
+}
+
 /* Give a large page whose only live block is its first one a larger class,
- * in place: the block keeps its address and grows into the page's free space
- * (realloc of a growing large buffer: no new page, no copy).  The caller
- * checked: owner thread, kind LARGE, no flags, used == 1, block == start. */
-void hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
+ * in place: the block keeps its address and grows into the page's span,
+ * which first takes free slices after it if it must (realloc of a growing
+ * large buffer: no copy).  The caller checked: owner thread, kind LARGE, no
+ * flags, used == 1, block == start.  False: no room after the span. */
+bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
+    hak_segment_t *seg = hak_segment_of(page);
+    unsigned head = (unsigned)(page - seg->pages), need = hak_span_need(seg, head, hak_class_size(cls));
+    size_t room = ((size_t)page->span << HAK_SLICE_SHIFT) - (size_t)(page->start - ((uint8_t *)seg + ((size_t)head << HAK_SLICE_SHIFT)));
+    if (room < hak_class_size(cls)) {
+        /* one block of the new class must fit: take the free slices after the span */
+        size_t bytes = (size_t)(page->start - (uint8_t *)seg) + hak_class_size(cls);
+        need = (unsigned)((bytes + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT) - head;
+        unsigned next = head + page->span;
+        uint64_t now = hak_os_now_ms();
+        hak_slots_lock(heap);
+        bool ok = next < HAK_SLICES && !seg->pages[next].in_use && page->span + seg->pages[next].span >= need;
+        if (ok) {
+            unsigned more = need - page->span;
+            hak_span_take(heap, seg, next, next, more, now);
+            hak_span_map(seg, head, need);
+            if (seg->free_slices == 0 && seg->in_free_list) hak_seglist_remove(heap, seg);
+        }
+        hak_slots_unlock(heap);
+        if (!ok) return false;
+    }
     hak_queue_remove(heap, page);
     hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
-    hak_segment_t *seg = hak_segment_of(page);
     hak_segment_init_page(seg, page, cls);   /* capacity 0, used 0, empty lists */
     HAK_SET_RELAXED(page->capacity, 1);      /* block 0 is the caller's */
     page->used = 1;
     hak_page_update_limit(page);
     hak_queue_push_back(heap, page);
     hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
+    return true;
+}
+
+/* The heap this thread collected before it first needed new memory: a
+ * heap adopted from an exited thread may hold pages whose blocks were all
+ * freed remotely after that thread's last collect -- memory the new thread
+ * would otherwise leave idle while it takes more. */
+static __thread hak_heap_t *hak_tls_collected __attribute__((tls_model("initial-exec")));
+/* set while that collect runs: what it frees is the last thread's memory,
+ * about to serve this one (hak_heap_leaving) */
+__thread bool hak_tls_taking_over __attribute__((tls_model("initial-exec")));
+
+/* Does the heap have a free slot (or span) for class cls? */
+static bool hak_segment_has_room(hak_heap_t *heap, hak_page_kind_t kind, unsigned cls) {
+    if (kind != HAK_PAGE_LARGE) return heap->segs[kind].first != NULL;
+    size_t bsize = hak_class_size(cls);
+    for (hak_segment_t *seg = heap->segs[HAK_PAGE_LARGE].first; seg; seg = seg->next)
+        for (unsigned i = 0; i < HAK_SLICES; i += seg->pages[i].span) {
+            unsigned need = hak_span_need(seg, i, bsize);
+            if (!seg->pages[i].in_use && need && seg->pages[i].span >= need) return true;
+        }
+    return false;
 }
 
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     hak_page_kind_t kind = hak_class_kind(cls);
-    hak_segment_t *seg = heap->segs[kind].first;
-    if (!seg) {
-        if (hak_sweep_abandoned(false) > 0) seg = heap->segs[kind].first;
+    if (hak_tls_collected != heap && !hak_segment_has_room(heap, kind, cls)) {
+        hak_tls_collected = heap;
+        hak_tls_taking_over = true;
+        hak_heap_collect(heap, false);
+        hak_tls_taking_over = false;
+    }
+    /* the owner reads its own lists without the lock; it writes them with it */
+    /* abandoned heaps' empty segments go to the cache when swept: sweep
+     * when the cache has none (a sweep keeps those heaps from being adopted
+     * meanwhile) */
+    if (!heap->segs[kind].first && !hak_cache_segment_any()) hak_sweep_abandoned(false);
+    uint64_t now = hak_os_now_ms();
+    hak_slots_lock(heap);
+    hak_page_t *page = NULL;
+    hak_segment_t *seg;
+    if (kind == HAK_PAGE_LARGE) {
+        page = hak_span_find(heap, cls, now);
+        if (!page) {
+            seg = hak_segment_alloc(heap, cls, now);
+            if (!seg) { hak_slots_unlock(heap); return NULL; }
+            hak_seglist_push(heap, seg);
+            page = hak_span_find(heap, cls, now);
+        }
+        seg = hak_segment_of(page);
+        seg->used_pages++;
+        if (seg->free_slices == 0) hak_seglist_remove(heap, seg);
+    } else {
+        seg = heap->segs[kind].first;
         if (!seg) {
-            seg = hak_segment_alloc(heap, kind);
-            if (!seg) return NULL;
+            seg = hak_segment_alloc(heap, cls, now);
+            if (!seg) { hak_slots_unlock(heap); return NULL; }
             hak_seglist_push(heap, seg);
         }
+        /* Prefer a free slot whose memory is still committed (not yet purged):
+         * reusing it touches no new memory and saves the page faults. */
+        for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+            hak_page_t *pg = &seg->pages[i];
+            if (pg->in_use) continue;
+            if (pg->needs_purge) { page = pg; break; }
+            if (!page) page = pg;
+        }
+        if (HAK_DEBUG_ENABLED && !page) hak_fatal("hak_segment_page_alloc", "segment in free list has no free page", seg);
+        seg->used_pages++;
+        if (seg->used_pages == seg->page_count - seg->first_page) hak_seglist_remove(heap, seg);
+        hak_purge_slot_taken(heap, seg, page, now);
     }
-    /* Prefer a free slot whose memory is still committed (not yet purged):
-     * reusing it touches no new memory and saves the page faults. */
-    hak_page_t *page = NULL;
-    for (unsigned i = seg->first_page; i < seg->page_count; i++) {
-        hak_page_t *pg = &seg->pages[i];
-        if (pg->in_use) continue;
-        if (pg->needs_purge) { page = pg; break; }
-        if (!page) page = pg;
-    }
-    if (HAK_DEBUG_ENABLED && !page) hak_fatal("hak_segment_page_alloc", "segment in free list has no free page", seg);
-    seg->used_pages++;
-    if (seg->used_pages == seg->page_count - seg->first_page) hak_seglist_remove(heap, seg);
     hak_segment_init_page(seg, page, cls);
+    hak_slots_unlock(heap);
     hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
     return page;
 }
 
 void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     hak_segment_t *seg = hak_segment_of(page);
+    /* the end of what this tenure carved (and so touched) */
+    uint8_t *carved_end = page->start + (size_t)HAK_RELAXED(page->capacity) * page->block_size;
+    size_t used = (size_t)(carved_end - ((uint8_t *)seg + ((size_t)(page - seg->pages) << seg->page_shift)));
     hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
-    page->in_use = 0;
     page->free = page->local_free = NULL;
     page->used = 0;
     HAK_SET_RELAXED(page->capacity, 0);   /* no block of a released slot passes a free check */
     hak_page_set_flags(page, 0);
+    uint64_t now = hak_os_now_ms();
+    hak_slots_lock(heap);
     seg->used_pages--;
-    if (seg->used_pages == 0) {
-        /* An empty segment goes back to the cache -- unless it is the heap's
-         * only segment of its kind: keeping that one (its free slots purged
-         * by delay and budget like any others) stops a heap whose use of a
-         * kind goes up and down from mapping and purging a segment each time.
-         * hak_heap_collect releases it. */
-        hak_segment_list_t *l = &heap->segs[seg->kind];
-        bool only = seg->in_free_list ? (l->first == seg && seg->next == NULL) : l->first == NULL;
-        if (!only) {
-            if (!seg->in_free_list) hak_seglist_push(heap, seg);
-            hak_segment_drop_pending(heap, seg);
-            hak_segment_release(heap, seg);
-            return;
-        }
-    }
     if (!seg->in_free_list) hak_seglist_push(heap, seg);
-    if (hak_opt.purge_delay_ms >= 0) {
-        page->needs_purge = 1;
-        seg->purge_pending++;
-        heap->purge_pending_bytes_k += (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
-        page->freed_at_ms = hak_os_now_ms();
-        uint64_t due = page->freed_at_ms + (uint64_t)hak_opt.purge_delay_ms;
-        if (heap->purge_due_ms == 0 || due < heap->purge_due_ms) heap->purge_due_ms = due;
-        /* The budget bounds what a thread that stops allocating keeps:
-         * nothing else would purge its free slots. */
-        if (hak_opt.purge_delay_ms == 0 ||
-            (hak_opt.purge_budget_kb >= 0 && heap->purge_pending_bytes_k > (uint64_t)hak_opt.purge_budget_kb))
-            hak_segment_purge_due(heap, true);
+    /* An empty segment goes to the cache -- unless it is the heap's only
+     * segment of its kind: keeping that one (its free slots purged by the
+     * decay like any others) stops a heap whose use of a kind goes up and
+     * down from taking and giving back a segment each time.
+     * hak_heap_collect releases it. */
+    bool release = false;
+    if (seg->used_pages == 0) {
+        hak_segment_list_t *l = &heap->segs[seg->kind];
+        release = !(l->first == seg && seg->next == NULL);
     }
+    /* a heap leaving its thread keeps its free slots for the next thread:
+     * only age purges them (hak_heap_leaving) */
+    bool leaving = hak_heap_leaving(heap);
+    if (seg->kind == HAK_PAGE_LARGE) {
+        hak_span_free(heap, seg, page, carved_end, now);
+        if (!release && !leaving) hak_purge_heap_check(heap, now);
+    } else {
+        page->in_use = 0;
+        hak_purge_slot_freed(heap, seg, page, used, now, !release && !leaving);
+    }
+    if (release) hak_segment_release(heap, seg, leaving);
+    hak_slots_unlock(heap);
+    hak_purger_kick();
 }
 
 /* Release the heap's empty segments (kept as the only one of their kind). */
 void hak_segment_release_empty(hak_heap_t *heap) {
+    bool leaving = hak_heap_leaving(heap);
+    hak_slots_lock(heap);
     for (int k = 0; k < HAK_PAGE_KINDS; k++) {
         hak_segment_t *seg = heap->segs[k].first;
         while (seg) {
             hak_segment_t *next = seg->next;
-            if (seg->used_pages == 0) {
-                hak_segment_drop_pending(heap, seg);
-                hak_segment_release(heap, seg);
-            }
+            if (seg->used_pages == 0) hak_segment_release(heap, seg, leaving);
             seg = next;
         }
     }
-}
-
-/* Purge free page slots whose delay has passed (all of them when force). */
-void hak_segment_purge_due(hak_heap_t *heap, bool force) {
-    uint64_t now = hak_os_now_ms(), next_due = 0;
-    size_t os_page = hak_os_page_size();
-    if (!force && (heap->purge_due_ms == 0 || now < heap->purge_due_ms)) return;
-    for (int k = 0; k < HAK_PAGE_KINDS; k++) {
-        for (hak_segment_t *seg = heap->segs[k].first; seg; seg = seg->next) {
-            if (seg->purge_pending == 0) continue;
-            /* neighbouring due slots are purged with one madvise */
-            uint8_t *run_lo = NULL, *run_hi = NULL;
-            for (unsigned i = 0; i <= seg->page_count; i++) {
-                hak_page_t *page = i < seg->page_count ? &seg->pages[i] : NULL;
-                bool due_now = false;
-                if (page && page->needs_purge) {
-                    uint64_t due = page->freed_at_ms + (uint64_t)hak_opt.purge_delay_ms;
-                    if (force || due <= now) due_now = true;
-                    else if (next_due == 0 || due < next_due) next_due = due;
-                }
-                if (due_now) {
-                    size_t len;
-                    uint8_t *lo = hak_page_area(seg, page, &len);
-                    uint8_t *alo = (uint8_t *)hak_round_up((uintptr_t)lo, os_page);
-                    if (run_hi != alo) {
-                        if (run_lo) hak_os_purge(run_lo, (size_t)(run_hi - run_lo));
-                        run_lo = alo;
-                    }
-                    run_hi = lo + len;
-                    page->needs_purge = 0;
-                    seg->purge_pending--;
-                    heap->purge_pending_bytes_k -= (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
-                } else if (run_lo) {
-                    hak_os_purge(run_lo, (size_t)(run_hi - run_lo));
-                    run_lo = run_hi = NULL;
-                }
-            }
-        }
-    }
-    heap->purge_due_ms = next_due;
+    hak_slots_unlock(heap);
 }

@@ -1,7 +1,7 @@
 /* hak_stats.c -- process-wide counters, kept off the fast path: OS calls,
  * segments, page refills, remote frees.  hakmem_stats_get() copies them,
  * hakmem_stats_print() and HAKMEM_STATS=1 (at exit) print them. */
-#include "hak_internal.h"
+#include "hak_purge.h"
 #include <pthread.h>
 
 hak_counters_t hak_counters;
@@ -97,6 +97,7 @@ HAK_EXPORT void hakmem_stats_print(void) {
     hak_message("hakmem:   mapped %lu KiB (peak %lu KiB), peak RSS %lu KiB\n",
                 (unsigned long)(s.bytes_mapped >> 10), (unsigned long)(s.bytes_mapped_peak >> 10),
                 (unsigned long)(s.rss_peak_bytes >> 10));
+    hak_purge_stats_print();
 }
 
 void hak_stats_at_exit(void) { hakmem_stats_print(); }

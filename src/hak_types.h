@@ -7,9 +7,10 @@
  * page      A run of memory holding blocks of one size class, with three
  *           free lists (see hak_page_t).  A page is 64 KiB (small: blocks
  *           <= 8 KiB, so 8 to 4,096 blocks a page), 128/256/512 KiB (medium,
- *           <= 16/32/64 KiB: 8..14 blocks a page) or 4 MiB (large, <= 2 MiB:
- *           1..56 blocks).  Huge blocks get a page of their own
- *           inside a mapping of their own.
+ *           <= 16/32/64 KiB: 8..14 blocks a page) or, for large blocks
+ *           (<= 2 MiB), a span of 64 KiB slices of a large segment holding
+ *           256 KiB of blocks (at least one).  Huge blocks get a page of
+ *           their own inside a mapping of their own.
  * segment   A 4 MiB-aligned region of 4 MiB (the earlier hakmem called these
  *           SuperSlabs).  Its header holds the page descriptors (in a small
  *           segment the header has the first 64 KiB to itself, so small pages
@@ -35,8 +36,8 @@
  *           entry with the calling thread's heap tag: one load tells both
  *           "hakmem's pointer" and "a local free", before touching the block.
  * heap tag  A heap's 15-bit number in the region map (HAK_TAG_*).
- * purge     Returning a free page's or segment's memory to the OS with
- *           madvise(MADV_DONTNEED) (see hak_segment.c).
+ * purge     Returning committed free memory to the OS (madvise, or munmap
+ *           of a cached huge block), as the decay decides (hak_purge.h).
  */
 #ifndef HAK_TYPES_H
 #define HAK_TYPES_H
@@ -55,7 +56,7 @@
 
 #define HAK_SMALL_MAX   ((size_t)8 * 1024)          /* blocks <= 8 KiB: small pages */
 #define HAK_MEDIUM_MAX  ((size_t)64 * 1024)         /* <= 64 KiB: medium pages */
-#define HAK_LARGE_MAX   ((size_t)2 * 1024 * 1024)   /* <= 2 MiB: large pages (4 MiB, 1+ blocks) */
+#define HAK_LARGE_MAX   ((size_t)2 * 1024 * 1024)   /* <= 2 MiB: large pages (spans, 1+ blocks) */
 /* Above HAK_LARGE_MAX a block is huge: a mapping of its own. */
 
 #define HAK_CLASS_COUNT 120                         /* classes 0..119, last is 2 MiB */
@@ -78,14 +79,15 @@
 #define HAK_SLICE_SHIFT 16     /* segment page table granularity (64 KiB) */
 
 /* Page kinds: a small page holds 8..4,096 blocks of its class, a medium page
- * 8..14, a large page 1..56, so that a class's partly used medium or
- * large page keeps little idle memory.  All pages of a segment have one kind. */
+ * 8..14, a large page 256 KiB of blocks (1..3), so that a class's partly
+ * used medium or large page keeps little idle memory.  All pages of a
+ * segment have one kind; a large segment's pages are spans of its slices. */
 typedef enum hak_page_kind_e {
     HAK_PAGE_SMALL = 0,     /* 64 KiB pages, blocks <= 8 KiB */
     HAK_PAGE_MEDIUM1 = 1,   /* 128 KiB pages, blocks <= 16 KiB */
     HAK_PAGE_MEDIUM2 = 2,   /* 256 KiB pages, blocks <= 32 KiB */
     HAK_PAGE_MEDIUM = 3,    /* 512 KiB pages, blocks <= 64 KiB */
-    HAK_PAGE_LARGE = 4,     /* one 4 MiB page, blocks <= 2 MiB */
+    HAK_PAGE_LARGE = 4,     /* spans of 64 KiB slices, blocks <= 2 MiB */
     HAK_PAGE_HUGE = 5       /* a mapping of its own */
 } hak_page_kind_t;
 #define HAK_PAGE_KINDS 5   /* kinds that live in shared segments */
@@ -175,6 +177,10 @@ typedef struct hak_page_s {
     size_t   area;                   /* reserved * block_size: valid offsets from start */
     uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
     uint8_t  needs_purge;            /* slot free and memory not yet returned */
+    uint32_t dirty_kb;               /* KiB from the slot's start that may be committed
+                                        (hak_purge.c; meaningful while needs_purge) */
+    uint8_t  span;                   /* large segments: slices in the span this descriptor
+                                        heads (in use or free) */
 } __attribute__((aligned(64))) hak_page_t;  /* three cache lines, by writer */
 _Static_assert(__builtin_offsetof(hak_page_t, start) == 64, "line 0 is the owner's");
 _Static_assert(__builtin_offsetof(hak_page_t, xthread_free) == 128, "line 1 holds 64 bytes");
@@ -188,11 +194,17 @@ _Static_assert(sizeof(hak_page_t) == 192, "three cache lines");
  *    holds heap->tag for it (HAK_TAG_SHARED while cached).
  *  - slice_page[i] is the page covering bytes [i*64K, (i+1)*64K).
  *  - used_pages == number of pages with in_use; page_count = 1 << (22 - page_shift).
+ *  - A large segment has page_shift 16 and 64 descriptors, one per slice:
+ *    a page (in use or free) is a span of slices headed by its first
+ *    slice's descriptor (span = its length); slice_page[] of every slice of
+ *    the span points to the head; free_slices counts the slices of free
+ *    spans; each slice's own descriptor keeps its purge state.
  *  - A small segment never hands out slot 0 (first_page == 1): the header
  *    lives in its first 64 KiB, so every small page starts on a 64 KiB
  *    boundary and a local free finds a block's offset as the low 16 bits of
  *    its address.  Pages of other kinds start after the header in slot 0.
- *  - A huge segment has one page; its mapping is map_size bytes long. */
+ *  - A huge segment has one page; its mapping is map_size bytes long, a
+ *    whole number of 4 MiB units.  A cached (freed) one has it not in use. */
 typedef struct hak_segment_s {
     hak_page_t *slice_page[HAK_MAX_PAGES_PER_SEGMENT]; /* 64 KiB slice -> its page */
     struct hak_heap_s *heap;
@@ -206,6 +218,7 @@ typedef struct hak_segment_s {
     size_t   map_size;               /* bytes mapped (huge: whole mapping) */
     struct hak_segment_s *next, *prev; /* heap's list of segments with free pages */
     bool     in_free_list;
+    uint8_t  free_slices;            /* large segments: slices in free spans */
     hak_page_t pages[];              /* page_count descriptors */
 } hak_segment_t;
 
@@ -252,6 +265,10 @@ typedef struct hak_heap_s {
     _Atomic uint64_t st_allocs[HAK_CLASS_COUNT + 1]; /* stats build only; [HAK_CLASS_COUNT]: huge */
     _Atomic uint64_t st_frees[HAK_CLASS_COUNT + 1];
     uint32_t pages_retired;
+    /* purging (hak_purge.h): the slot lock, and the demand of the heap's free
+     * page slots (hak_purge.c), written with the slot lock held */
+    _Atomic int slot_lock;
+    uint64_t demand_bytes, demand_at_ms, regret_bytes, regret_at_ms;
 } hak_heap_t;
 
 #endif /* HAK_TYPES_H */

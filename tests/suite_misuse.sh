@@ -84,7 +84,7 @@ fi
 # options: a bad value is named in a warning, the default is used, the program runs on
 expect options.bad_profile "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_PROFILE='fast' is not speed, balanced or lean; using balanced" HAKMEM_PROFILE=fast
 expect options.bad_number  "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_PURGE_DELAY_MS='soon' is not a number" HAKMEM_PURGE_DELAY_MS=soon
-expect options.out_of_range "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_SEGMENT_CACHE='1000' is not a number in \[0, 64\]; using 4" HAKMEM_SEGMENT_CACHE=1000
+expect options.out_of_range "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_SEGMENT_CACHE='5000' is not a number in \[0, 1024\]; using 128" HAKMEM_SEGMENT_CACHE=5000
 expect options.verbose     "$REL_SO" ok 0 "^hakmem 0\.[0-9]+\.[0-9]+ \(release build\), profile lean" HAKMEM_VERBOSE=1 HAKMEM_PROFILE=lean
 expect options.verbose_lists_all "$REL_SO" ok 0 "HAKMEM_PURGE_DELAY_MS=0 " HAKMEM_VERBOSE=1 HAKMEM_PROFILE=lean
 expect options.verbose_debug "$DBG_SO" ok 0 "\(debug build\)" HAKMEM_VERBOSE=1

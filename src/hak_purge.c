@@ -1,0 +1,707 @@
+/* hak_purge.c -- purging and the caches: when free memory goes back to the
+ * OS (the segments layer; the rule is stated in hak_purge.h and
+ * docs/design.md, "Memory return").
+ *
+ * Three pools hold free memory that is still committed ("dirty"):
+ *   - free page slots in a heap's segments (per heap, under its slot lock);
+ *   - the segment cache: empty 4 MiB segments, process-wide;
+ *   - the huge cache: freed huge mappings, process-wide.
+ * Each pool keeps dirty memory for at most the purge delay D and holds at
+ * most max(floor, demand) bytes dirty, purging the oldest first; the demand
+ * is what the program took again from that pool lately (bytes, halving
+ * every D).  Purging runs inside allocator calls (a slot freed or taken, a
+ * segment or huge block cached or taken, the malloc slow path) and, when
+ * HAKMEM_BACKGROUND_PURGE=1, in one background thread that also reaches idle
+ * threads.  malloc_trim(0) purges every pool at once. */
+#include "hak_purge.h"
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the decay ---- */
+
+#define HAK_DEMAND_MAX ((uint64_t)1 << 44)
+
+static bool hak_purging(void) { return hak_opt.purge_delay_ms >= 0; }
+static uint64_t hak_delay_ms(void) { return (uint64_t)hak_opt.purge_delay_ms; }  /* when hak_purging() */
+
+/* Halving every delay (at least every ms): 2^-x, with x = dt / D, is taken
+ * as 2^-floor(x) times the chord 1 - frac(x) / 2. */
+static uint64_t hak_decayed(uint64_t bytes, uint64_t at_ms, uint64_t now) {
+    if (bytes == 0 || now <= at_ms || !hak_purging()) return bytes;
+    uint64_t h = hak_delay_ms() ? hak_delay_ms() : 1, dt = now - at_ms, n = dt / h;
+    if (n >= 44) return 0;
+    bytes >>= n;
+    return bytes - bytes * (dt % h) / (2 * h);
+}
+
+/* The demand of a pool: when the program takes memory from a pool that
+ * holds `dirty` bytes, a pool of that size is in use -- plus the memory it
+ * took again although the decay had purged it lately (regret, summed and
+ * halving like the demand: the next cycle keeps that much more).  The
+ * demand is the high-water mark of dirty + regret, halving every delay. */
+static void hak_demand_note(uint64_t *hw, uint64_t *hw_at, uint64_t *rg, uint64_t *rg_at, uint64_t now,
+                            uint64_t dirty, uint64_t regret) {
+    uint64_t r = hak_decayed(*rg, *rg_at, now) + regret;
+    if (r > HAK_DEMAND_MAX) r = HAK_DEMAND_MAX;
+    *rg = r; *rg_at = now;
+    uint64_t h = hak_decayed(*hw, *hw_at, now), c = dirty + r;
+    *hw = c > h ? (c < HAK_DEMAND_MAX ? c : HAK_DEMAND_MAX) : h;
+    *hw_at = now;
+}
+
+static uint64_t hak_floor_bytes(void) {
+    return hak_opt.purge_budget_kb < 0 ? UINT64_MAX : (uint64_t)hak_opt.purge_budget_kb << 10;
+}
+
+/* What a pool may keep dirty: the floor, or twice the demand if larger
+ * (5/4 of it cost large_blocks 18 % more faults: docs/design.md). */
+static uint64_t hak_keep_bytes(uint64_t demand_bytes, uint64_t demand_at, uint64_t now) {
+    uint64_t f = hak_floor_bytes(), d = hak_decayed(demand_bytes, demand_at, now);
+    d *= 2;
+    return d > f ? d : f;
+}
+
+void hak_purge_range(void *p, size_t size) {
+    if (hak_opt.purge_lazy) hak_os_purge_lazy(p, size);
+    else hak_os_purge(p, size);
+}
+
+/* ---- statistics (HAKMEM_STATS) ---- */
+static struct {
+    _Atomic uint64_t seg_taken, seg_dirty_taken, seg_put, seg_unmapped;
+    _Atomic uint64_t huge_taken, huge_put, huge_unmapped, huge_missed;
+    _Atomic uint64_t slot_purges, slot_purged_kb, cache_purges, purger_rounds;
+    _Atomic uint64_t cache_age_purges, cache_cap_purges;
+} hak_pst;
+#define hak_pst_add(f, n) atomic_fetch_add_explicit(&hak_pst.f, (n), memory_order_relaxed)
+
+/* ---- free page slots of a heap (slot lock held) ---- */
+
+static uint32_t hak_slot_kb(const hak_segment_t *seg) { return (uint32_t)(((size_t)1 << seg->page_shift) >> 10); }
+
+static void hak_heap_due(hak_heap_t *heap, uint64_t due) {
+    if (heap->purge_due_ms == 0 || due < heap->purge_due_ms)
+        __atomic_store_n(&heap->purge_due_ms, due, __ATOMIC_RELAXED);   /* the purger peeks */
+}
+
+void hak_purge_slot_freed(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, size_t used,
+                          uint64_t now, bool decay) {
+    page->freed_at_ms = now ? now : 1;          /* non-zero: the slot has been used */
+    /* what may be committed: what this tenure carved, and what was still
+     * committed from before when the slot was taken */
+    uint32_t kb = (uint32_t)((used + 1023) >> 10);
+    if (kb > hak_slot_kb(seg)) kb = hak_slot_kb(seg);
+    if (page->dirty_kb > kb) kb = page->dirty_kb;
+    page->dirty_kb = kb;
+    page->needs_purge = 1;
+    seg->purge_pending++;
+    heap->purge_pending_bytes_k += kb;
+    if (!hak_purging()) return;                 /* kept dirty: only malloc_trim purges */
+    hak_heap_due(heap, now + hak_delay_ms());
+    if (decay && (hak_delay_ms() == 0 ||
+                  ((uint64_t)heap->purge_pending_bytes_k << 10) >
+                      hak_keep_bytes(heap->demand_bytes, heap->demand_at_ms, now)))
+        hak_purge_heap_locked(heap, now, HAK_PURGE_DECAY);
+}
+
+void hak_purge_heap_check(hak_heap_t *heap, uint64_t now) {
+    if (!hak_purging()) return;
+    if (hak_delay_ms() == 0 ||
+        ((uint64_t)heap->purge_pending_bytes_k << 10) > hak_keep_bytes(heap->demand_bytes, heap->demand_at_ms, now))
+        hak_purge_heap_locked(heap, now, HAK_PURGE_DECAY);
+}
+
+extern __thread bool hak_tls_taking_over __attribute__((tls_model("initial-exec")));   /* hak_segment.c */
+bool hak_heap_leaving(hak_heap_t *heap) {
+    return hak_tls_exiting || hak_tls_taking_over ||
+           atomic_load_explicit(&heap->state, memory_order_relaxed) != HAK_HEAP_OWNED;
+}
+
+void hak_purge_slot_taken(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, uint64_t now) {
+    /* the demand: what the heap held dirty, and (purged) what the slot's
+     * last tenure had used -- memory the decay should have kept */
+    uint64_t regret = page->freed_at_ms && !page->needs_purge ? (uint64_t)page->dirty_kb << 10 : 0;
+    hak_demand_note(&heap->demand_bytes, &heap->demand_at_ms, &heap->regret_bytes, &heap->regret_at_ms, now,
+                    (uint64_t)heap->purge_pending_bytes_k << 10, regret);
+    if (page->needs_purge) {
+        page->needs_purge = 0;                  /* dirty_kb stays: still committed */
+        seg->purge_pending--;
+        heap->purge_pending_bytes_k -= page->dirty_kb;
+    } else {
+        page->dirty_kb = 0;
+    }
+}
+
+void hak_purge_segment_joined(hak_heap_t *heap, hak_segment_t *seg, uint64_t now) {
+    unsigned n = 0;
+    uint64_t oldest = 0, kb = 0;
+    for (unsigned i = 0; i < seg->page_count; i++) {
+        hak_page_t *pg = &seg->pages[i];
+        if (!pg->needs_purge) continue;
+        n++;
+        kb += pg->dirty_kb;
+        if (oldest == 0 || pg->freed_at_ms < oldest) oldest = pg->freed_at_ms;
+    }
+    seg->purge_pending = (uint16_t)n;
+    if (n == 0) return;
+    heap->purge_pending_bytes_k += (uint32_t)kb;
+    if (hak_purging()) hak_heap_due(heap, oldest + hak_delay_ms());
+    (void)now;
+}
+
+/* KiB a segment's dirty slots may hold. */
+static uint64_t hak_segment_dirty_kb(const hak_segment_t *seg) {
+    uint64_t kb = 0;
+    if (seg->purge_pending)
+        for (unsigned i = 0; i < seg->page_count; i++)
+            if (seg->pages[i].needs_purge) kb += seg->pages[i].dirty_kb;
+    return kb;
+}
+
+void hak_purge_segment_left(hak_heap_t *heap, hak_segment_t *seg) {
+    heap->purge_pending_bytes_k -= (uint32_t)hak_segment_dirty_kb(seg);
+}
+
+/* Age buckets: 0 for 0 ms, b for [2^(b-1), 2^b) ms. */
+#define HAK_AGE_BUCKETS 40
+static unsigned hak_age_bucket(uint64_t age) { return age == 0 ? 0 : 64u - (unsigned)__builtin_clzll(age); }
+static uint64_t hak_bucket_lo(unsigned b) { return b == 0 ? 0 : (uint64_t)1 << (b - 1); }
+
+/* The decay for one heap's free slots: purge every slot unused for the
+ * delay, then, while more than max(floor, demand) stays dirty, the oldest
+ * ones down to 3/4 of that (so a heap that keeps freeing is not scanned on
+ * every free).  Neighbouring slots go in one madvise. */
+void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode) {
+    bool all = mode == HAK_PURGE_ALL;
+    if (all) heap->demand_bytes = heap->regret_bytes = 0;   /* malloc_trim: the program is done with it */
+    else if (!hak_purging()) return;            /* HAKMEM_PURGE_DELAY_MS=-1: only malloc_trim purges */
+    if (heap->purge_pending_bytes_k == 0) { __atomic_store_n(&heap->purge_due_ms, 0, __ATOMIC_RELAXED); return; }
+    uint64_t delay = hak_purging() ? hak_delay_ms() : UINT64_MAX;
+    uint64_t cut = all ? 0 : delay;             /* age from which every slot goes */
+    unsigned part_b = HAK_AGE_BUCKETS;          /* bucket purged in part ... */
+    uint64_t part_kb = 0;                       /* ... this many KiB of it */
+    if (mode == HAK_PURGE_DECAY) {
+        uint64_t hist[HAK_AGE_BUCKETS] = {0}, young = 0;
+        for (int k = 0; k < HAK_PAGE_KINDS; k++)
+            for (hak_segment_t *seg = heap->segs[k].first; seg; seg = seg->next) {
+                if (seg->purge_pending == 0) continue;
+                for (unsigned i = 0; i < seg->page_count; i++) {
+                    const hak_page_t *pg = &seg->pages[i];
+                    if (!pg->needs_purge) continue;
+                    uint64_t age = now > pg->freed_at_ms ? now - pg->freed_at_ms : 0;
+                    if (age >= cut) continue;
+                    unsigned b = hak_age_bucket(age);
+                    hist[b < HAK_AGE_BUCKETS ? b : HAK_AGE_BUCKETS - 1] += pg->dirty_kb;
+                    young += pg->dirty_kb;
+                }
+            }
+        uint64_t keep = hak_keep_bytes(heap->demand_bytes, heap->demand_at_ms, now) >> 10;
+        if (young > keep) {
+            uint64_t target = keep - keep / 4;
+            for (unsigned b = HAK_AGE_BUCKETS; b-- > 0 && young > target;) {
+                if (hist[b] == 0) continue;
+                if (young - hist[b] >= target) { young -= hist[b]; cut = hak_bucket_lo(b); }
+                else { part_b = b; part_kb = young - target; young = target; }
+            }
+        }
+    }
+    uint64_t next_due = 0;
+    size_t os_page = hak_os_page_size();
+    uint64_t purged_kb = 0;
+    for (int k = 0; k < HAK_PAGE_KINDS; k++) {
+        for (hak_segment_t *seg = heap->segs[k].first; seg; seg = seg->next) {
+            if (seg->purge_pending == 0) continue;
+            uint8_t *run_lo = NULL, *run_hi = NULL;
+            for (unsigned i = 0; i <= seg->page_count; i++) {
+                hak_page_t *page = i < seg->page_count ? &seg->pages[i] : NULL;
+                bool go = false;
+                if (page && page->needs_purge) {
+                    uint64_t age = now > page->freed_at_ms ? now - page->freed_at_ms : 0;
+                    if (age >= cut) go = true;
+                    else if (part_kb > 0 && hak_age_bucket(age) == part_b) {
+                        go = true;
+                        part_kb = part_kb > page->dirty_kb ? part_kb - page->dirty_kb : 0;
+                    } else if (delay != UINT64_MAX) {
+                        uint64_t due = page->freed_at_ms + delay;
+                        if (next_due == 0 || due < next_due) next_due = due;
+                    }
+                }
+                if (go) {
+                    size_t len;
+                    uint8_t *lo = hak_segment_page_area(seg, page, &len);
+                    uint8_t *alo = (uint8_t *)hak_round_up((uintptr_t)lo, os_page);
+                    if (run_hi != alo) {
+                        if (run_lo) hak_purge_range(run_lo, (size_t)(run_hi - run_lo));
+                        run_lo = alo;
+                    }
+                    run_hi = lo + len;
+                    page->needs_purge = 0;
+                    seg->purge_pending--;
+                    heap->purge_pending_bytes_k -= page->dirty_kb;
+                    purged_kb += page->dirty_kb;       /* dirty_kb stays: the extent last used */
+                } else if (run_lo) {
+                    hak_purge_range(run_lo, (size_t)(run_hi - run_lo));
+                    run_lo = run_hi = NULL;
+                }
+            }
+        }
+    }
+    if (purged_kb) { hak_pst_add(slot_purges, 1); hak_pst_add(slot_purged_kb, purged_kb); }
+    __atomic_store_n(&heap->purge_due_ms, heap->purge_pending_bytes_k ? next_due : 0, __ATOMIC_RELAXED);
+}
+
+/* The owner's check on its slow paths (hak_page.c, hak_heap.c). */
+void hak_segment_purge_due(hak_heap_t *heap, bool force) {
+    uint64_t now = hak_os_now_ms();
+    if (!force && (heap->purge_due_ms == 0 || now < heap->purge_due_ms)) return;
+    hak_slots_lock(heap);
+    hak_purge_heap_locked(heap, now, force ? HAK_PURGE_ALL : hak_heap_leaving(heap) ? HAK_PURGE_AGE : HAK_PURGE_DECAY);
+    hak_slots_unlock(heap);
+}
+
+/* ---- the process-wide caches ----
+ * Two arrays in the order entries came in (oldest first), under one lock,
+ * which only segment and huge-block allocation and release take. */
+
+static pthread_mutex_t hak_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+#define HAK_SEGMENT_CACHE_MAX 1024
+#define HAK_HUGE_CACHE_MAX 64
+typedef struct hak_centry_s {
+    hak_segment_t *seg;
+    size_t size;             /* bytes mapped */
+    size_t dirty;            /* bytes that may be committed (0: purged); huge: from the start */
+    size_t used;             /* bytes the last user had committed (kept when purged) */
+    uint64_t since_ms;       /* when it came in */
+    uint8_t kind;
+} hak_centry_t;
+static hak_centry_t hak_cseg[HAK_SEGMENT_CACHE_MAX], hak_chuge[HAK_HUGE_CACHE_MAX];
+static size_t hak_cseg_n, hak_chuge_n;
+static uint64_t hak_cache_dirty;             /* bytes, both arrays */
+static uint64_t hak_chuge_bytes;             /* bytes mapped in the huge cache */
+static uint64_t hak_cache_demand, hak_cache_demand_at, hak_cache_regret, hak_cache_regret_at;
+/* segments that heaps leaving their threads gave up lately (bytes, halving
+ * every delay): the next threads are likely to want them, so the cache may
+ * keep that much on top of the demand */
+static uint64_t hak_cache_credit, hak_cache_credit_at;
+/* huge mappings the decay unmapped lately (bytes, halving every delay like
+ * the demand): a later huge request that finds no mapping to take is
+ * memory the decay should have kept, and raises the demand by as much */
+static uint64_t hak_cache_ghost, hak_cache_ghost_at;
+static uint64_t hak_cache_due;               /* earliest since + delay of a dirty entry (0: none) */
+
+/* What the unlocked peeks of hak_cache_segment_take and hak_cache_huge_take
+ * read: whether there is anything to take (or, for huge blocks, a ghost to
+ * count), published at every unlock. */
+static _Atomic bool hak_cseg_any, hak_chuge_any;
+static void hak_cache_unlock(void) {
+    atomic_store_explicit(&hak_cseg_any, hak_cseg_n != 0, memory_order_relaxed);
+    atomic_store_explicit(&hak_chuge_any, hak_chuge_n != 0 || hak_cache_ghost != 0, memory_order_relaxed);
+    pthread_mutex_unlock(&hak_cache_lock);
+}
+
+static void hak_centry_remove(hak_centry_t *a, size_t *n, size_t i) {
+    memmove(&a[i], &a[i + 1], (*n - i - 1) * sizeof *a);
+    (*n)--;
+}
+
+static void hak_cache_note_due(uint64_t since) {
+    if (!hak_purging()) return;
+    uint64_t due = since + hak_delay_ms();
+    if (hak_cache_due == 0 || due < hak_cache_due) hak_cache_due = due;
+}
+
+/* Purge a cached segment's memory; it stays mapped (its header page too:
+ * the region map still leads free() there, which must find no page in use). */
+static void hak_cseg_purge(hak_centry_t *e) {
+    size_t os_page = hak_os_page_size();
+    hak_purge_range((uint8_t *)e->seg + os_page, HAK_SEGMENT_SIZE - os_page);
+    hak_cache_dirty -= e->dirty;
+    e->dirty = 0;
+    hak_pst_add(cache_purges, 1);
+}
+
+static void hak_cseg_unmap(size_t i) {
+    hak_centry_t e = hak_cseg[i];
+    hak_centry_remove(hak_cseg, &hak_cseg_n, i);
+    hak_cache_dirty -= e.dirty;
+    hak_segmap_set(e.seg, 0);
+    hak_os_unmap(e.seg, HAK_SEGMENT_SIZE);
+    hak_pst_add(seg_unmapped, 1);
+}
+
+/* A huge mapping is purged by unmapping it. */
+static void hak_chuge_unmap(size_t i) {
+    hak_centry_t e = hak_chuge[i];
+    uint64_t now = hak_os_now_ms();
+    hak_cache_ghost = hak_decayed(hak_cache_ghost, hak_cache_ghost_at, now) + e.dirty;
+    hak_cache_ghost_at = now;
+    hak_centry_remove(hak_chuge, &hak_chuge_n, i);
+    hak_cache_dirty -= e.dirty;
+    hak_chuge_bytes -= e.size;
+    hak_huge_release(e.seg, e.size);
+    hak_pst_add(huge_unmapped, 1);
+}
+
+/* The decay for both caches (lock held): entries dirty for the delay are
+ * purged, then the oldest dirty ones while more than max(floor, demand)
+ * stays dirty, down to 3/4 of that.  all: everything. */
+static void hak_cache_expire_locked(uint64_t now, bool all) {
+    if (!hak_purging() && !all) return;
+    uint64_t delay = hak_purging() ? hak_delay_ms() : 0;
+    if (all || (hak_cache_due && now >= hak_cache_due)) {
+        hak_cache_due = 0;
+        for (size_t i = 0; i < hak_cseg_n; i++) {
+            hak_centry_t *e = &hak_cseg[i];
+            if (!e->dirty) continue;
+            if (all || now >= e->since_ms + delay) { hak_cseg_purge(e); hak_pst_add(cache_age_purges, 1); }
+            else hak_cache_note_due(e->since_ms);
+        }
+        for (size_t i = 0; i < hak_chuge_n;) {
+            if (all || now >= hak_chuge[i].since_ms + delay) { hak_chuge_unmap(i); continue; }
+            hak_cache_note_due(hak_chuge[i].since_ms);
+            i++;
+        }
+    }
+    uint64_t keep = hak_keep_bytes(hak_cache_demand, hak_cache_demand_at, now) +
+                    hak_decayed(hak_cache_credit, hak_cache_credit_at, now);
+    if (hak_cache_dirty <= keep) return;
+    uint64_t target = keep - keep / 4;
+    size_t si = 0, hi = 0;
+    while (hak_cache_dirty > target) {        /* oldest first, across both arrays */
+        while (si < hak_cseg_n && !hak_cseg[si].dirty) si++;
+        while (hi < hak_chuge_n && !hak_chuge[hi].dirty) hi++;
+        bool seg = si < hak_cseg_n, huge = hi < hak_chuge_n;
+        if (seg && (!huge || hak_cseg[si].since_ms <= hak_chuge[hi].since_ms)) { hak_cseg_purge(&hak_cseg[si]); hak_pst_add(cache_cap_purges, 1); }
+        else if (huge) hak_chuge_unmap(hi);
+        else break;
+    }
+}
+
+/* Which cached segment to take: the newest dirty one of the kind asked
+ * for, else the newest dirty one of another kind, else the newest purged. */
+static size_t hak_cseg_pick(hak_page_kind_t kind, hak_cached_state_t *state) {
+    size_t other = SIZE_MAX;
+    for (size_t i = hak_cseg_n; i-- > 0;) {   /* newest first */
+        const hak_centry_t *e = &hak_cseg[i];
+        if (!e->dirty) continue;
+        if (e->kind == kind) { *state = HAK_CACHED_SAME; return i; }
+        if (other == SIZE_MAX) other = i;
+    }
+    if (other != SIZE_MAX) { *state = HAK_CACHED_OTHER; return other; }
+    *state = HAK_CACHED_CLEAN;
+    return hak_cseg_n ? hak_cseg_n - 1 : SIZE_MAX;
+}
+
+bool hak_cache_segment_any(void) { return atomic_load_explicit(&hak_cseg_any, memory_order_relaxed); }
+
+hak_segment_t *hak_cache_segment_take(hak_page_kind_t kind, hak_cached_state_t *state) {
+    *state = HAK_CACHED_CLEAN;
+    if (!atomic_load_explicit(&hak_cseg_any, memory_order_relaxed)) return NULL;   /* nothing to take */
+    uint64_t now = hak_os_now_ms();
+    pthread_mutex_lock(&hak_cache_lock);
+    size_t pick = hak_cseg_pick(kind, state);
+    hak_segment_t *seg = NULL;
+    if (pick != SIZE_MAX) {
+        hak_centry_t *e = &hak_cseg[pick];
+        seg = e->seg;
+        hak_cache_dirty -= e->dirty;
+        hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
+                        hak_cache_dirty + e->dirty, e->dirty ? 0 : e->used);
+        hak_centry_remove(hak_cseg, &hak_cseg_n, pick);
+    }
+    hak_cache_expire_locked(now, false);
+    hak_cache_unlock();
+    if (seg) {
+        hak_pst_add(seg_taken, 1);
+        if (*state != HAK_CACHED_CLEAN) hak_pst_add(seg_dirty_taken, 1);
+    }
+    return seg;
+}
+
+bool hak_cache_segment_put(hak_segment_t *seg, bool leaving) {
+    size_t max = (size_t)hak_opt.segment_cache;
+    if (max == 0) return false;
+    if (max > HAK_SEGMENT_CACHE_MAX) max = HAK_SEGMENT_CACHE_MAX;
+    size_t dirty = (size_t)hak_segment_dirty_kb(seg) << 10;
+    uint64_t now = hak_os_now_ms();
+    pthread_mutex_lock(&hak_cache_lock);
+    if (hak_cseg_n >= max) {                   /* full: the oldest purged one goes, else the oldest */
+        size_t victim = 0;
+        for (size_t i = 0; i < hak_cseg_n; i++) if (!hak_cseg[i].dirty) { victim = i; break; }
+        hak_cseg_unmap(victim);
+    }
+    hak_cseg[hak_cseg_n++] = (hak_centry_t){ seg, HAK_SEGMENT_SIZE, dirty, dirty, now, seg->kind };
+    hak_cache_dirty += dirty;
+    if (leaving && dirty) {
+        hak_cache_credit = hak_decayed(hak_cache_credit, hak_cache_credit_at, now) + dirty;
+        if (hak_cache_credit > HAK_DEMAND_MAX) hak_cache_credit = HAK_DEMAND_MAX;
+        hak_cache_credit_at = now;
+    }
+    if (dirty) hak_cache_note_due(now);
+    if (dirty && hak_purging() && hak_delay_ms() == 0) hak_cseg_purge(&hak_cseg[hak_cseg_n - 1]);
+    hak_cache_expire_locked(now, false);
+    hak_cache_unlock();
+    hak_pst_add(seg_put, 1);
+    return true;
+}
+
+/* Cached huge mappings for a request of need bytes: the smallest one that
+ * holds it (aligned to align), else the largest ones, up to max of them,
+ * until they hold need bytes together or the cache runs out (the caller
+ * moves their pages into one new mapping, or grows the one).  Returns how
+ * many were taken. */
+size_t hak_cache_huge_take(size_t need, size_t align, hak_piece_t *out, size_t max) {
+    if (!atomic_load_explicit(&hak_chuge_any, memory_order_relaxed)) return 0;  /* nothing to take */
+    uint64_t now = hak_os_now_ms();
+    pthread_mutex_lock(&hak_cache_lock);
+    uint64_t dirty_before = hak_cache_dirty;
+    size_t best = SIZE_MAX, n = 0, got = 0;
+    for (size_t i = 0; i < hak_chuge_n; i++) {
+        const hak_centry_t *e = &hak_chuge[i];
+        if (e->size >= need && !((uintptr_t)e->seg & (align - 1)) &&
+            (best == SIZE_MAX || e->size < hak_chuge[best].size)) best = i;
+    }
+    while (n < max && got < need && hak_chuge_n) {
+        size_t pick = best;
+        if (pick == SIZE_MAX)                    /* the largest left */
+            for (size_t i = 0; i < hak_chuge_n; i++)
+                if (pick == SIZE_MAX || hak_chuge[i].size > hak_chuge[pick].size) pick = i;
+        hak_centry_t e = hak_chuge[pick];
+        hak_centry_remove(hak_chuge, &hak_chuge_n, pick);
+        hak_cache_dirty -= e.dirty;
+        hak_chuge_bytes -= e.size;
+        out[n++] = (hak_piece_t){ e.seg, e.size, e.dirty };
+        got += e.size;
+        best = SIZE_MAX;
+    }
+    uint64_t credit = 0;
+    if (got < need) {                            /* memory the decay gave back is missed */
+        uint64_t ghost = hak_decayed(hak_cache_ghost, hak_cache_ghost_at, now);
+        credit = ghost < need - got ? ghost : need - got;
+        hak_cache_ghost = ghost - credit;
+        hak_cache_ghost_at = now;
+    }
+    if (n || credit)
+        hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
+                        dirty_before, credit);
+    hak_cache_expire_locked(now, false);
+    hak_cache_unlock();
+    if (n) hak_pst_add(huge_taken, 1);
+    else hak_pst_add(huge_missed, 1);
+    return n;
+}
+
+bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty) {
+    uint64_t max = (uint64_t)hak_opt.huge_cache_mb << 20;
+    if (size > max || (hak_purging() && hak_delay_ms() == 0)) return false;
+    uint64_t now = hak_os_now_ms();
+    pthread_mutex_lock(&hak_cache_lock);
+    /* join cached neighbours: a block split off a cached mapping meets the
+     * rest of it again, so a later large request finds it whole */
+    for (size_t i = 0; i < hak_chuge_n;) {
+        hak_centry_t *e = &hak_chuge[i];
+        uint8_t *lo = (uint8_t *)seg, *elo = (uint8_t *)e->seg;
+        if (elo + e->size == lo) {                      /* e, then seg */
+            dirty = dirty ? e->size + dirty : e->dirty;
+            seg = e->seg;
+        } else if (lo + size == elo) {                  /* seg, then e */
+            dirty = e->dirty ? size + e->dirty : dirty;
+        } else { i++; continue; }
+        size += e->size;
+        hak_cache_dirty -= e->dirty;
+        hak_chuge_bytes -= e->size;
+        hak_centry_remove(hak_chuge, &hak_chuge_n, i);
+        hak_huge_cached_header(seg, size);
+        i = 0;                                          /* it may now meet another */
+    }
+    while (hak_chuge_n > 0 && (hak_chuge_n >= HAK_HUGE_CACHE_MAX || hak_chuge_bytes + size > max))
+        hak_chuge_unmap(0);
+    if (size > max) {
+        hak_cache_unlock();
+        hak_huge_release(seg, size);
+        return true;
+    }
+    hak_chuge[hak_chuge_n++] = (hak_centry_t){ seg, size, dirty, dirty, now, HAK_PAGE_HUGE };
+    hak_chuge_bytes += size;
+    hak_cache_dirty += dirty;
+    hak_cache_note_due(now);
+    hak_cache_expire_locked(now, false);
+    hak_cache_unlock();
+    hak_pst_add(huge_put, 1);
+    return true;
+}
+
+/* Empty both caches: every segment and huge mapping is unmapped. */
+size_t hak_cache_trim(void) {
+    size_t bytes = 0;
+    pthread_mutex_lock(&hak_cache_lock);
+    while (hak_cseg_n) { bytes += HAK_SEGMENT_SIZE; hak_cseg_unmap(hak_cseg_n - 1); }
+    while (hak_chuge_n) { bytes += hak_chuge[hak_chuge_n - 1].size; hak_chuge_unmap(hak_chuge_n - 1); }
+    hak_cache_due = 0;
+    hak_cache_ghost = hak_cache_demand = hak_cache_regret = hak_cache_credit = 0;   /* malloc_trim */
+    hak_cache_unlock();
+    return bytes;
+}
+
+/* ---- every heap: the purger and malloc_trim ----
+ * hak_purger_lock is held by whoever purges other heaps' slots (the purger
+ * thread, malloc_trim), so that fork() -- which takes it first -- never
+ * copies a slot lock held by a thread the child does not have. */
+
+static pthread_mutex_t hak_purger_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One round over every heap and the caches; returns the earliest time
+ * something else comes due (0: nothing dirty anywhere). */
+static uint64_t hak_purge_round(uint64_t now) {
+    uint64_t next = 0;
+#define HAK_NEXT(t) do { uint64_t t_ = (t); if (t_ && (next == 0 || t_ < next)) next = t_; } while (0)
+    for (hak_heap_t *heap = hak_heap_list(); heap; heap = heap->next_all) {
+        uint64_t due = __atomic_load_n(&heap->purge_due_ms, __ATOMIC_SEQ_CST);
+        if (due == 0) continue;
+        if (now < due) { HAK_NEXT(due); continue; }
+        if (!hak_slots_trylock(heap)) { HAK_NEXT(now + 10); continue; }   /* its owner is busy */
+        /* an abandoned heap's free slots wait for the next thread: age only */
+        hak_purge_heap_locked(heap, now, atomic_load_explicit(&heap->state, memory_order_relaxed) == HAK_HEAP_OWNED
+                                             ? HAK_PURGE_DECAY : HAK_PURGE_AGE);
+        HAK_NEXT(heap->purge_due_ms);
+        hak_slots_unlock(heap);
+    }
+    pthread_mutex_lock(&hak_cache_lock);
+    hak_cache_expire_locked(now, false);
+    HAK_NEXT(hak_cache_due);
+    hak_cache_unlock();
+#undef HAK_NEXT
+    return next;
+}
+
+void hak_purge_all_heaps(void) {
+    pthread_mutex_lock(&hak_purger_lock);
+    uint64_t now = hak_os_now_ms();
+    for (hak_heap_t *heap = hak_heap_list(); heap; heap = heap->next_all) {
+        /* an owner holds its lock briefly; a heap whose lock stays taken
+         * belongs to a thread that forked away (the child has no such thread) */
+        bool locked = false;
+        for (int i = 0; i < 1000 && !(locked = hak_slots_trylock(heap)); i++) hak_slots_wait();
+        if (!locked) continue;
+        hak_purge_heap_locked(heap, now, HAK_PURGE_ALL);
+        hak_slots_unlock(heap);
+    }
+    pthread_mutex_unlock(&hak_purger_lock);
+}
+
+/* ---- the background purger ----
+ * One thread, started by the first kick after something became dirty (never
+ * at start-up, never while hakmem holds a lock: pthread_create allocates).
+ * It sleeps until the next purge is due; with nothing dirty anywhere it
+ * sleeps on a futex until the next kick. */
+
+static _Atomic int hak_purger_state;         /* 0 none, 1 starting, 2 running, 3 could not start */
+static _Atomic uint32_t hak_purger_awake;    /* futex word: 0 while it sleeps with nothing dirty */
+
+static void hak_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
+    int saved = errno;
+    syscall(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, val, ts, NULL, 0);
+    errno = saved;
+}
+
+static void *hak_purger_main(void *arg) {
+    (void)arg;
+    prctl(PR_SET_NAME, "hakmem-purge", 0, 0, 0);
+    for (;;) {
+        /* announce the sleep first, then look: a kick after the look sees 0 and wakes us */
+        atomic_store_explicit(&hak_purger_awake, 0, memory_order_seq_cst);
+        pthread_mutex_lock(&hak_purger_lock);
+        uint64_t now = hak_os_now_ms(), next = hak_purge_round(now);
+        pthread_mutex_unlock(&hak_purger_lock);
+        hak_pst_add(purger_rounds, 1);
+        struct timespec ts;
+        if (next == 0) {
+            ts.tv_sec = 10; ts.tv_nsec = 0;   /* nothing dirty: until a kick (10 s: a safety net) */
+            hak_futex(&hak_purger_awake, FUTEX_WAIT, 0, &ts);
+        } else {
+            uint64_t ms = next > now ? next - now : 0;
+            if (ms < 5) ms = 5;                  /* the clock is coarse: no busy rounds */
+            atomic_store_explicit(&hak_purger_awake, 1, memory_order_relaxed);
+            ts.tv_sec = (time_t)(ms / 1000); ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void hak_purger_start(void) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&hak_purger_state, &expected, 1)) return;
+    pthread_attr_t attr;
+    pthread_t tid;
+    sigset_t all, old;
+    sigfillset(&all);
+    int saved = errno;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, (size_t)128 << 10);
+    pthread_sigmask(SIG_SETMASK, &all, &old);      /* the purger takes no signal of the program's */
+    atomic_store_explicit(&hak_purger_awake, 1, memory_order_relaxed);
+    int rc = pthread_create(&tid, &attr, hak_purger_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    errno = saved;
+    atomic_store(&hak_purger_state, rc == 0 ? 2 : 3);
+}
+
+void hak_purger_kick(void) {
+    if (!hak_opt.background_purge || !hak_purging() || hak_delay_ms() == 0) return;
+    int st = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
+    if (hak_likely(st == 2)) {
+        /* the dirty state this thread published must be seen by a purger
+         * that goes to sleep now (store-load order: a full fence) */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&hak_purger_awake, memory_order_relaxed) == 0 &&
+            atomic_exchange_explicit(&hak_purger_awake, 1, memory_order_seq_cst) == 0)
+            hak_futex(&hak_purger_awake, FUTEX_WAKE, 1, NULL);
+        return;
+    }
+    if (st == 0) hak_purger_start();
+}
+
+/* ---- fork (hak_heap.c's pthread_atfork handlers) ---- */
+
+void hak_segment_lock_for_fork(void) {
+    pthread_mutex_lock(&hak_purger_lock);
+    pthread_mutex_lock(&hak_cache_lock);
+}
+
+void hak_segment_unlock_after_fork(bool child) {
+    if (child) {
+        pthread_mutex_init(&hak_cache_lock, NULL);
+        pthread_mutex_init(&hak_purger_lock, NULL);
+        /* the purger thread is not copied: the child starts its own when needed */
+        atomic_store(&hak_purger_state, 0);
+        atomic_store(&hak_purger_awake, 0);
+    } else {
+        pthread_mutex_unlock(&hak_cache_lock);
+        pthread_mutex_unlock(&hak_purger_lock);
+    }
+}
+
+void hak_purge_stats_print(void) {
+#define L(f) (unsigned long)atomic_load_explicit(&hak_pst.f, memory_order_relaxed)
+    pthread_mutex_lock(&hak_cache_lock);
+    size_t nseg = hak_cseg_n, nhuge = hak_chuge_n;
+    uint64_t huge_bytes = hak_chuge_bytes;
+    hak_cache_unlock();
+    hak_message("hakmem:   segment cache: %lu taken (%lu dirty), %lu cached, %lu unmapped, %lu purged (%lu by age, %lu by cap); now %lu\n",
+                L(seg_taken), L(seg_dirty_taken), L(seg_put), L(seg_unmapped), L(cache_purges), L(cache_age_purges), L(cache_cap_purges),
+                (unsigned long)nseg);
+    hak_message("hakmem:   huge cache: %lu taken, %lu missed, %lu cached, %lu unmapped; now %lu (%lu KiB)\n",
+                L(huge_taken), L(huge_missed), L(huge_put), L(huge_unmapped), (unsigned long)nhuge,
+                (unsigned long)(huge_bytes >> 10));
+    hak_message("hakmem:   slot purges %lu (%lu KiB); purger rounds %lu\n",
+                L(slot_purges), L(slot_purged_kb), L(purger_rounds));
+#undef L
+}

@@ -1,0 +1,728 @@
+/* test_memreturn.c -- memory return: the huge cache, the segment cache, the
+ * decay, the background purger and malloc_trim (issue 12).
+ *
+ * usage: test_memreturn [-p PREFIX] [--expect-hakmem] [--only NAME]
+ * Runs under LD_PRELOAD; tests/suite_memreturn.sh runs it under several
+ * option settings, and each test looks at the HAKMEM_* variables it needs
+ * (a test that only means something under other settings is skipped).
+ * Contents are checked everywhere; memory return is checked with RSS from
+ * /proc/self/statm against generous bounds after generous waits.  There are
+ * no timing asserts.
+ */
+#define _GNU_SOURCE 1
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pattern.h"
+#include "../include/hakmem.h"
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+
+static int expect_hakmem;
+static hak_owns_fn_t owns;
+static const char *only;
+
+/* ---- helpers (none of them allocates) ---- */
+
+static long rss_kib(void)
+{
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    long size = 0, res = 0;
+    if (sscanf(buf, "%ld %ld", &size, &res) != 2)
+        return -1;
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static long env_long(const char *name, long dflt)
+{
+    const char *s = getenv(name);
+    return s && *s ? atol(s) : dflt;
+}
+static int profile_is(const char *p)
+{
+    const char *s = getenv("HAKMEM_PROFILE");
+    return strcmp(s && *s ? s : "balanced", p) == 0;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* every byte of every page, so RSS counts the whole block */
+static void fill(void *p, size_t n, uint64_t tag) { pat_fill(p, n, pat_seed(p, n, tag)); }
+static int intact(const void *p, size_t n, uint64_t tag) { return pat_check(p, n, pat_seed(p, n, tag)) == PAT_OK; }
+
+typedef int (*stats_get_fn)(hakmem_stats_t *, size_t);
+static stats_get_fn stats_get;
+
+static int hakmem_only(void)
+{
+    return owns != NULL;
+}
+
+/* Does a freed huge block stay cached long enough for a test to see it?
+ * (A delay of a few ms may unmap it before the next call.) */
+static int huge_cached(void)
+{
+    long delay = env_long("HAKMEM_PURGE_DELAY_MS", 250);
+    return env_long("HAKMEM_HUGE_CACHE_MB", 1) != 0 && !profile_is("lean") && (delay < 0 || delay >= 100);
+}
+
+/* ---- the huge cache ---- */
+
+/* Huge blocks freed, taken again in other sizes (split, grown, moved),
+ * realloc'ed: contents are always what was written. */
+static void test_huge_reuse(void)
+{
+    static const size_t sizes[] = { 3 * MiB, 5 * MiB + 123, 9 * MiB, 17 * MiB - 5, 40 * MiB,
+                                    2 * MiB + 1, 24 * MiB, 64 * MiB + 4096 };
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    char *p[N] = { 0 };
+    size_t n[N];
+    uint64_t r = 12345;
+    for (int round = 0; round < 6; round++) {
+        for (int i = 0; i < N; i++) {
+            if (p[i]) {
+                CHECKF(intact(p[i], n[i], (uint64_t)i), "huge block %d (%zu) changed", i, n[i]);
+                free(p[i]);
+                p[i] = NULL;
+            }
+            if ((rnd(&r) & 3) == 0)
+                continue;
+            n[i] = sizes[(i + round + rnd(&r) % 3) % N];
+            p[i] = malloc(n[i]);
+            CHECK(p[i] != NULL);
+            if (!p[i])
+                continue;
+            CHECK(((uintptr_t)p[i] & 15) == 0);
+            CHECK(malloc_usable_size(p[i]) >= n[i]);
+            fill(p[i], n[i], (uint64_t)i);
+        }
+        for (int i = 0; i < N; i += 2) {             /* realloc: grow or shrink */
+            if (!p[i])
+                continue;
+            size_t m = sizes[(i + round * 3) % N], keep = m < n[i] ? m : n[i];
+            CHECK(intact(p[i], n[i], (uint64_t)i));
+            char *q = realloc(p[i], m);
+            CHECK(q != NULL);
+            if (!q)
+                continue;
+            CHECK(pat_check(q, keep, pat_seed(p[i], n[i], (uint64_t)i)) == PAT_OK);
+            p[i] = q;
+            n[i] = m;
+            fill(q, m, (uint64_t)i);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        if (p[i])
+            CHECK(intact(p[i], n[i], (uint64_t)i));
+        free(p[i]);
+    }
+}
+
+/* calloc of a huge block taken from the cache is zero, whatever the freed
+ * block held: smaller (split), larger (grown), aligned. */
+static void test_huge_calloc_zero(void)
+{
+    static const size_t sizes[] = { 10 * MiB, 3 * MiB, 30 * MiB, 48 * MiB, 2 * MiB + 100, 70 * MiB };
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        char *d = malloc(40 * MiB);
+        CHECK(d != NULL);
+        if (!d)
+            return;
+        memset(d, 0xab, 40 * MiB);
+        char *e = malloc(6 * MiB);
+        if (e)
+            memset(e, 0xcd, 6 * MiB);
+        free(d);
+        free(e);
+        char *z = calloc(1, sizes[k]);
+        CHECK(z != NULL);
+        if (z) {
+            size_t off = pat_check_zero(z, sizes[k]);
+            CHECKF(off == PAT_OK, "calloc(%zu) after a freed dirty huge block: byte %zu is not zero",
+                   sizes[k], off);
+        }
+        void *a = NULL;
+        CHECK(posix_memalign(&a, 8 * MiB, sizes[k]) == 0);
+        if (a) {
+            CHECK(((uintptr_t)a & (8 * MiB - 1)) == 0);
+            memset(a, 0x5a, sizes[k]);
+        }
+        free(a);
+        free(z);
+    }
+    char *g = malloc(20 * MiB);                      /* shrunk by realloc, then calloc */
+    if (g) {
+        memset(g, 0x77, 20 * MiB);
+        g = realloc(g, 6 * MiB);
+        free(g);
+    }
+    char *z = calloc(5, 4 * MiB);
+    CHECK(z && pat_check_zero(z, 20 * MiB) == PAT_OK);
+    free(z);
+    /* the part a realloc shrink gives back, and a grow's, reused by calloc */
+    for (size_t from = 12 * MiB; from <= 60 * MiB; from += 16 * MiB) {
+        for (size_t to = 3 * MiB; to < from; to += 9 * MiB) {
+            char *b = malloc(from);
+            if (!b)
+                continue;
+            memset(b, 0x3c, from);
+            char *c = realloc(b, to);
+            char *d = c ? realloc(c, from + 5 * MiB) : NULL;
+            if (d)
+                memset(d, 0x4d, from + 5 * MiB);
+            free(d ? d : c ? c : b);
+            char *y = calloc(1, from + 7 * MiB);
+            CHECKF(y && pat_check_zero(y, from + 7 * MiB) == PAT_OK, "calloc after realloc %zu -> %zu", from, to);
+            free(y);
+        }
+    }
+}
+
+/* run fn in a child; returns its wait status; its stderr goes to err */
+static int in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        fn(arg);
+        _exit(0);
+    }
+    close(pfd[1]);
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < errlen && (k = read(pfd[0], err + got, errlen - 1 - got)) > 0)
+        got += (size_t)k;
+    err[got] = 0;
+    close(pfd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+static void free_twice(void *arg)
+{
+    size_t size = *(size_t *)arg;
+    char *p = malloc(size);
+    memset(p, 1, size);
+    free(p);
+    free(p);
+}
+static void free_interior_of_freed(void *arg)
+{
+    (void)arg;
+    char *p = malloc(12 * MiB);
+    memset(p, 1, 4096);
+    free(p);
+    free(p + 5 * MiB);
+}
+
+/* A freed huge block sits in the cache, mapped: freeing it again is still a
+ * double free, reported. */
+static void test_huge_double_free(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    static const size_t sizes[] = { 3 * MiB, 16 * MiB, 40 * MiB };
+    char err[4096];
+    for (size_t i = 0; i < 3; i++) {
+        size_t s = sizes[i];
+        int st = in_child(free_twice, &s, err, sizeof err);
+        CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free of a %zu-byte block: status %#x", s, st);
+        if (huge_cached())
+            CHECKF(strstr(err, "double free") != NULL, "no double-free report: %s", err);
+        else
+            CHECKF(strstr(err, "hakmem: free()") != NULL, "no report: %s", err);
+    }
+    int st = in_child(free_interior_of_freed, NULL, err, sizeof err);
+    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "free inside a freed huge block: status %#x", st);
+    CHECKF(strstr(err, "hakmem: free()") != NULL, "no report: %s", err);
+}
+
+/* hakmem_owns: a cached huge mapping is hakmem's (a free block); after
+ * malloc_trim(0) it is unmapped and no longer claimed. */
+static void test_huge_owns(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    char *p = malloc(9 * MiB);
+    CHECK(p && owns(p) && owns(p + 8 * MiB));
+    free(p);
+    if (huge_cached())
+        CHECK(owns(p) == 1);
+    malloc_trim(0);
+    CHECK(owns(p) == 0);
+    CHECK(owns(p + 8 * MiB) == 0);
+}
+
+/* ---- large pages (spans) ---- */
+
+/* Blocks of every large class interleaved, freed in random order, taken
+ * again, grown in place or moved by realloc: contents kept. */
+static void test_large_spans(void)
+{
+    enum { N = 160 };
+    char *p[N] = { 0 };
+    size_t n[N];
+    uint64_t r = 99;
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < N; i++) {
+            if (p[i] && (rnd(&r) & 1)) {
+                CHECKF(intact(p[i], n[i], (uint64_t)i + 7), "large block %d (%zu) changed", i, n[i]);
+                free(p[i]);
+                p[i] = NULL;
+            }
+            if (!p[i]) {
+                n[i] = 64 * KiB + rnd(&r) % (2 * MiB - 64 * KiB);
+                p[i] = malloc(n[i]);
+                CHECK(p[i] != NULL);
+                if (p[i])
+                    fill(p[i], n[i], (uint64_t)i + 7);
+            }
+        }
+        for (int i = round & 1; i < N; i += 4) {      /* grow and shrink */
+            if (!p[i])
+                continue;
+            size_t m = n[i] + n[i] / 2 + 1;
+            if (m > 2 * MiB)
+                m = 65 * KiB + rnd(&r) % (256 * KiB);
+            size_t keep = m < n[i] ? m : n[i];
+            char *q = realloc(p[i], m);
+            CHECK(q != NULL);
+            if (!q)
+                continue;
+            CHECK(pat_check(q, keep, pat_seed(p[i], n[i], (uint64_t)i + 7)) == PAT_OK);
+            p[i] = q;
+            n[i] = m;
+            fill(q, m, (uint64_t)i + 7);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        if (p[i])
+            CHECK(intact(p[i], n[i], (uint64_t)i + 7));
+        free(p[i]);
+    }
+}
+
+/* ---- memory return ---- */
+
+/* mmap'ed bookkeeping: it must not count as the allocator's */
+static char **mmap_array(size_t n)
+{
+    void *p = mmap(NULL, n * sizeof(char *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : (char **)p;
+}
+
+/* a mix of every kind: small, medium, large, huge; all pages written */
+typedef struct mix_s {
+    char **p;
+    size_t *n;
+    size_t count;
+} mix_t;
+
+static size_t mix_alloc(mix_t *m, size_t total, uint64_t seed)
+{
+    size_t cap = 1 << 20, sum = 0;
+    m->p = mmap_array(cap);
+    m->n = (size_t *)mmap_array(cap);
+    m->count = 0;
+    uint64_t r = seed | 1;
+    while (sum < total && m->count < cap) {
+        uint64_t v = rnd(&r), k = v % 100;
+        size_t s = k < 60 ? 16 + v % 1000 : k < 85 ? 1024 + v % (63 * KiB) : k < 98 ? 64 * KiB + v % (2 * MiB)
+                                                                               : 2 * MiB + v % (6 * MiB);
+        char *b = malloc(s);
+        if (!b)
+            break;
+        for (size_t o = 0; o < s; o += 4096)
+            b[o] = 1;
+        b[s - 1] = 2;
+        m->p[m->count] = b;
+        m->n[m->count++] = s;
+        sum += s;
+    }
+    return sum;
+}
+
+static void mix_free(mix_t *m)
+{
+    for (size_t i = 0; i < m->count; i++)
+        free(m->p[i]);
+    munmap(m->p, (size_t)1 << 20 << 3);
+    munmap(m->n, (size_t)1 << 20 << 3);
+    m->count = 0;
+}
+
+/* malloc_trim(0) brings a program that freed everything back near where
+ * it started. */
+static void test_trim_returns(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    malloc_trim(0);
+    long base = rss_kib();
+    mix_t m;
+    mix_alloc(&m, 160 * MiB, 5);
+    long peak = rss_kib();
+    mix_free(&m);
+    malloc_trim(0);
+    long after = rss_kib();
+    CHECKF(after <= base + 8 * 1024, "RSS %ld KiB after malloc_trim, %ld before the blocks, %ld with them",
+           after, base, peak);
+}
+
+/* Without the purger and without malloc_trim: a program that frees
+ * everything it did not reuse keeps at most the decay's floors. */
+static void test_free_all_floor(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    if (!profile_is("balanced") || getenv("HAKMEM_PURGE_BUDGET_KB") || getenv("HAKMEM_PURGE_DELAY_MS"))
+        SKIP_TEST("checks the balanced profile's defaults");
+    malloc_trim(0);
+    long base = rss_kib();
+    mix_t m;
+    mix_alloc(&m, 160 * MiB, 6);
+    long peak = rss_kib();
+    mix_free(&m);
+    long after = rss_kib();
+    /* floors: 4 MiB for the heap, 4 MiB for the caches; pages kept per class */
+    CHECKF(after <= base + 24 * 1024, "RSS %ld KiB right after freeing %ld KiB (start %ld)", after, peak - base,
+           base);
+}
+
+/* a thread that frees what it allocated, then stays alive and idle */
+typedef struct idler_s {
+    size_t bytes;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stage;              /* 1: freed everything; 2: may exit */
+} idler_t;
+
+static void *idler(void *arg)
+{
+    idler_t *t = arg;
+    mix_t m;
+    mix_alloc(&m, t->bytes, 11);
+    mix_free(&m);
+    pthread_mutex_lock(&t->lock);
+    t->stage = 1;
+    pthread_cond_broadcast(&t->cond);
+    while (t->stage != 2)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+static void idler_start(idler_t *t, pthread_t *tid, size_t bytes)
+{
+    memset(t, 0, sizeof *t);
+    t->bytes = bytes;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cond, NULL);
+    pthread_create(tid, NULL, idler, t);
+    pthread_mutex_lock(&t->lock);
+    while (t->stage != 1)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void idler_stop(idler_t *t, pthread_t tid)
+{
+    pthread_mutex_lock(&t->lock);
+    t->stage = 2;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    pthread_join(tid, NULL);
+}
+
+/* malloc_trim(0) in one thread purges what another, live thread freed. */
+static void test_trim_reaches_threads(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    if (env_long("HAKMEM_PURGE_DELAY_MS", 0) != -1 || env_long("HAKMEM_PURGE_BUDGET_KB", 0) != -1)
+        SKIP_TEST("needs HAKMEM_PURGE_DELAY_MS=-1 HAKMEM_PURGE_BUDGET_KB=-1 (nothing purged on its own)");
+    malloc_trim(0);
+    long base = rss_kib();
+    idler_t t;
+    pthread_t tid;
+    idler_start(&t, &tid, 96 * MiB);
+    long before = rss_kib();
+    malloc_trim(0);
+    long after = rss_kib();
+    CHECKF(before - base > 48 * 1024, "the thread's freed memory was not kept: %ld KiB over %ld", before - base,
+           base);
+    CHECKF(after <= base + 16 * 1024, "malloc_trim left %ld KiB of another thread's %ld (start %ld)",
+           after - base, before - base, base);
+    idler_stop(&t, tid);
+}
+
+/* The background purger returns an idle thread's free memory, and the
+ * caches', while no thread calls the allocator. */
+static void test_purger_idle(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    long delay = env_long("HAKMEM_PURGE_DELAY_MS", 250);
+    if (env_long("HAKMEM_BACKGROUND_PURGE", 0) != 1 || delay <= 0 || delay > 1000 ||
+        env_long("HAKMEM_PURGE_LAZY", 0))
+        SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED");
+    malloc_trim(0);
+    long base = rss_kib();
+    idler_t t;
+    pthread_t tid;
+    idler_start(&t, &tid, 96 * MiB);
+    long before = rss_kib();
+    long after = before;
+    for (int i = 0; i < 40 && after > base + 16 * 1024; i++) {   /* up to 40 delays */
+        sleep_ms(delay);
+        after = rss_kib();
+    }
+    CHECKF(after <= base + 16 * 1024, "idle: RSS %ld KiB over the start after %ld ms (%ld before)",
+           after - base, 40 * delay, before - base);
+    idler_stop(&t, tid);
+}
+
+/* ---- threads that come and go ---- */
+
+typedef struct churn_s {
+    char **give;            /* blocks for the next thread to free */
+    size_t ngive;
+    uint64_t seed;
+} churn_t;
+
+static void *churner(void *arg)
+{
+    churn_t *c = arg;
+    for (size_t i = 0; i < c->ngive; i++)        /* the previous thread's blocks */
+        free(c->give[i]);
+    c->ngive = 0;
+    uint64_t r = c->seed;
+    char *mine[600];
+    size_t n = 0;
+    for (int i = 0; i < 600; i++) {
+        uint64_t v = rnd(&r), k = v % 100;
+        size_t s = k < 60 ? 16 + v % 240 : k < 85 ? 256 + v % 3840 : k < 96 ? 4 * KiB + v % (60 * KiB)
+                                                                         : 64 * KiB + v % (448 * KiB);
+        char *b = malloc(s);
+        if (!b)
+            continue;
+        for (size_t o = 0; o < s; o += 4096)
+            b[o] = 1;
+        mine[n++] = b;
+    }
+    for (size_t i = 0; i < n; i++) {             /* most freed here, 1 in 8 by the next thread */
+        if (i % 8 == 0)
+            c->give[c->ngive++] = mine[i];
+        else
+            free(mine[i]);
+    }
+    return NULL;
+}
+
+/* Threads come and go, each using a few MiB: after the first rounds their
+ * memory is reused, not mapped, unmapped and faulted in again each round. */
+static void test_thread_churn_reuse(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    if (!profile_is("balanced") || getenv("HAKMEM_SEGMENT_CACHE") || getenv("HAKMEM_PURGE_DELAY_MS"))
+        SKIP_TEST("checks the balanced profile's defaults");
+    stats_get = (stats_get_fn)hak_find_symbol("hakmem_stats_get");
+    if (!stats_get)
+        SKIP_TEST("no hakmem_stats_get");
+    static char *give[2][600];
+    churn_t c[2] = { { give[0], 0, 1 }, { give[1], 0, 2 } };
+    hakmem_stats_t s0, s1;
+    struct rusage u0, u1;
+    long rounds = 120, warm = 20;
+    for (long r = 0; r < rounds; r++) {
+        if (r == warm) {
+            stats_get(&s0, sizeof s0);
+            getrusage(RUSAGE_SELF, &u0);
+        }
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++) {
+            c[i].seed = (uint64_t)(r * 2 + i + 1) * 0x9e3779b97f4a7c15ULL;
+            pthread_create(&t[i], NULL, churner, &c[i]);
+        }
+        for (int i = 0; i < 2; i++)
+            pthread_join(t[i], NULL);
+    }
+    stats_get(&s1, sizeof s1);
+    getrusage(RUSAGE_SELF, &u1);
+    for (int i = 0; i < 2; i++)
+        for (size_t k = 0; k < c[i].ngive; k++)
+            free(c[i].give[k]);
+    uint64_t maps = s1.mmap_calls - s0.mmap_calls, unmaps = s1.munmap_calls - s0.munmap_calls;
+    long faults = u1.ru_minflt - u0.ru_minflt;
+    /* each round's threads write ~2 x 3 MiB: ~1,500 pages; thread stacks
+     * and the kernel's own bookkeeping fault too (a few dozen a round) */
+    CHECKF(maps + unmaps <= 2 * (uint64_t)(rounds - warm) / 10,
+           "%lu mmap and %lu munmap calls in %ld rounds of thread churn", (unsigned long)maps,
+           (unsigned long)unmaps, rounds - warm);
+    CHECKF(faults <= 300 * (rounds - warm), "%ld minor faults in %ld rounds (%ld a round)", faults,
+           rounds - warm, faults / (rounds - warm));
+}
+
+/* ---- fork while the purger runs ---- */
+
+static atomic_int stop_workers;
+
+static void *worker(void *arg)
+{
+    uint64_t r = (uint64_t)(uintptr_t)arg * 7919 + 1;
+    char *slot[64] = { 0 };
+    size_t n[64];
+    while (!atomic_load(&stop_workers)) {
+        int i = (int)(rnd(&r) % 64);
+        if (slot[i]) {
+            if (!intact(slot[i], n[i], (uint64_t)i))
+                chk_failf(__FILE__, __LINE__, "worker block intact", "block changed");
+            free(slot[i]);
+            slot[i] = NULL;
+        } else {
+            uint64_t v = rnd(&r);
+            n[i] = v % 10 == 0 ? 64 * KiB + v % (3 * MiB) : 16 + v % 16000;
+            slot[i] = malloc(n[i]);
+            if (slot[i])
+                fill(slot[i], n[i], (uint64_t)i);
+        }
+    }
+    for (int i = 0; i < 64; i++)
+        free(slot[i]);
+    return NULL;
+}
+
+static void child_work(void)
+{
+    mix_t m;
+    mix_alloc(&m, 24 * MiB, (uint64_t)getpid());
+    for (size_t i = 0; i < m.count; i++)
+        if (m.p[i][0] != 1)
+            _exit(3);
+    mix_free(&m);
+    char *h = calloc(1, 12 * MiB);
+    if (!h || pat_check_zero(h, 12 * MiB) != PAT_OK)
+        _exit(4);
+    free(h);
+    sleep_ms(30);                     /* time for the child's own purger to start and run */
+    malloc_trim(0);
+    void *x = malloc(100);
+    free(x);
+    _exit(0);
+}
+
+/* fork while threads allocate and the purger purges: every child allocates,
+ * frees, trims and exits cleanly. */
+static void test_fork_with_purger(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    pthread_t t[2];
+    atomic_store(&stop_workers, 0);
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+    for (int k = 0; k < 24; k++) {
+        mix_t m;
+        mix_alloc(&m, 4 * MiB, (uint64_t)k + 100);    /* and free: work for the purger */
+        mix_free(&m);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(60);
+            child_work();
+        }
+        CHECK(pid > 0);
+        if (pid <= 0)
+            continue;
+        int st = 0;
+        waitpid(pid, &st, 0);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status %#x", k, st);
+        sleep_ms(k % 3 * 5);
+    }
+    atomic_store(&stop_workers, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+}
+
+#define RUN(name)                                                             \
+    do {                                                                      \
+        if (!only || !strcmp(only, #name))                                    \
+            RUN_TEST(name);                                                   \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-p") && i + 1 < argc)
+            chk_prefix = argv[++i];
+        else if (!strcmp(argv[i], "--expect-hakmem"))
+            expect_hakmem = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [-p PREFIX] [--expect-hakmem] [--only NAME]\n", argv[0]);
+            return 2;
+        }
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    owns = hak_find_owns();
+    if (expect_hakmem && !owns) {
+        printf("FAIL %s.served: hakmem is not the allocator\n", chk_prefix);
+        return 1;
+    }
+    RUN(huge_reuse);
+    RUN(huge_calloc_zero);
+    RUN(huge_double_free);
+    RUN(huge_owns);
+    RUN(large_spans);
+    RUN(trim_returns);
+    RUN(free_all_floor);
+    RUN(trim_reaches_threads);
+    RUN(purger_idle);
+    RUN(thread_churn_reuse);
+    RUN(fork_with_purger);
+    return check_exit_code();
+}

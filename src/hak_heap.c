@@ -19,7 +19,12 @@ __thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec"))) = HAK_T
 __thread bool hak_tls_exiting __attribute__((tls_model("initial-exec")));
 hak_page_t hak_page_empty;
 hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty } };
-static _Atomic unsigned hak_next_tag = HAK_TAG_FIRST;
+/* HAK_TEST_TAG_START (tests/lifecycle.mk): a test build starts the tag counter
+ * near HAK_TAG_LAST, so that a few dozen threads run out of tags. */
+#ifndef HAK_TEST_TAG_START
+#define HAK_TEST_TAG_START HAK_TAG_FIRST
+#endif
+static _Atomic unsigned hak_next_tag = HAK_TEST_TAG_START;
 
 static _Atomic(hak_heap_t *) hak_heaps_all;
 static _Atomic size_t hak_abandoned_count;

@@ -70,6 +70,17 @@ void hak_process_init(void) {
 
 /* ---- thread heaps ---- */
 
+/* The tag the fast free of a thread holding heap compares with the region
+ * map.  Only HAK_TAG_FIRST..HAK_TAG_LAST name one heap's segments.  A heap
+ * made after the tags ran out has HAK_TAG_SHARED segments, like huge blocks,
+ * cached segments and every other such heap, so no tag can tell its blocks
+ * from those: its thread gets HAK_TAG_INVALID, which matches no entry, and
+ * every free it makes takes the slow path, which compares seg->heap (a local
+ * free) or frees remotely (hak_free.c). */
+static uint16_t hak_fast_tag(const hak_heap_t *heap) {
+    return heap->tag >= HAK_TAG_FIRST && heap->tag <= HAK_TAG_LAST ? heap->tag : HAK_TAG_INVALID;
+}
+
 static void hak_heap_init(hak_heap_t *heap) {
     memset(heap, 0, sizeof *heap);
     for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) heap->direct[i] = &hak_page_empty;
@@ -96,14 +107,14 @@ hak_heap_t *hak_heap_for_thread(void) {
         if (!heap) return NULL;
         hak_heap_init(heap);
         unsigned tag = atomic_fetch_add_explicit(&hak_next_tag, 1, memory_order_relaxed);
-        heap->tag = tag <= HAK_TAG_LAST ? (uint16_t)tag : HAK_TAG_SHARED;
+        heap->tag = tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST ? (uint16_t)tag : HAK_TAG_SHARED;
         hak_heap_t *head = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed);
         do { heap->next_all = head; } while (!atomic_compare_exchange_weak_explicit(
                      &hak_heaps_all, &head, heap, memory_order_release, memory_order_relaxed));
         hak_count(heaps_created);
     }
     hak_tls_heap = heap;
-    hak_tls_tag = heap->tag;
+    hak_tls_tag = hak_fast_tag(heap);
     pthread_setspecific(hak_thread_key, heap);
     return heap;
 }

@@ -8,7 +8,13 @@
  * CAS, no lock) or makes a new one.  At thread exit a pthread key destructor
  * collects the heap, frees its empty pages and marks it ABANDONED, with all
  * its live blocks still in place: remote frees keep landing in its pages, and
- * the next new thread adopts it whole, or another thread sweeps it. */
+ * the next new thread adopts it whole, or another thread sweeps it.
+ *
+ * After that exit handler a thread never owns a heap again.  Destructors that
+ * run later -- other pthread keys' in the same or a later round, the last of
+ * glibc's PTHREAD_DESTRUCTOR_ITERATIONS rounds included, after which nothing
+ * would abandon a heap again -- may still allocate: each such allocation
+ * borrows an abandoned heap for its own duration (hak_malloc_late). */
 #include "hak_internal.h"
 #include <pthread.h>
 #include <sched.h>
@@ -17,6 +23,10 @@
 __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
 __thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec"))) = HAK_TAG_INVALID;
 __thread bool hak_tls_exiting __attribute__((tls_model("initial-exec")));
+/* the heap this thread gave up at exit: its late allocations borrow it first */
+static __thread hak_heap_t *hak_tls_last __attribute__((tls_model("initial-exec")));
+/* the fallback exit handler is registered for this thread */
+static __thread bool hak_tls_atexit __attribute__((tls_model("initial-exec")));
 hak_page_t hak_page_empty;
 hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty } };
 /* HAK_TEST_TAG_START (tests/lifecycle.mk): a test build starts the tag counter
@@ -27,9 +37,14 @@ hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_pa
 static _Atomic unsigned hak_next_tag = HAK_TEST_TAG_START;
 
 static _Atomic(hak_heap_t *) hak_heaps_all;
-static _Atomic size_t hak_abandoned_count;
+static _Atomic size_t hak_abandoned_count;     /* heaps no thread owns: ABANDONED, or BUSY (swept, lent) */
 static pthread_key_t hak_thread_key;
+static bool hak_thread_key_ok;                /* pthread_key_create succeeded */
 static _Atomic int hak_init_state;            /* 0 not yet, 1 running, 2 done */
+
+/* glibc's registration of C++ thread_local destructors: the exit handler's
+ * fallback when no pthread key can be had (weak: absent before glibc 2.18) */
+extern int __cxa_thread_atexit_impl(void (*dtor)(void *), void *obj, void *dso_symbol) __attribute__((weak));
 
 /* ---- metadata arena: heaps live here and are never freed ---- */
 static pthread_mutex_t hak_meta_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -61,7 +76,17 @@ void hak_process_init(void) {
     if (atomic_compare_exchange_strong(&hak_init_state, &expected, 1)) {
         hak_options_init();
         hak_foreign_init();
-        pthread_key_create(&hak_thread_key, hak_thread_done);
+        /* HAK_TEST_NO_THREAD_KEY (tests/lifecycle.mk): a test build that
+         * takes the fallback below */
+#ifdef HAK_TEST_NO_THREAD_KEY
+        int rc = EAGAIN;
+#else
+        int rc = pthread_key_create(&hak_thread_key, hak_thread_done);
+#endif
+        hak_thread_key_ok = rc == 0;
+        if (rc != 0 && !__cxa_thread_atexit_impl)
+            hak_message("hakmem: warning: pthread_key_create failed (error %d): the heaps of exited "
+                        "threads will not be reused\n", rc);
         atomic_store_explicit(&hak_init_state, 2, memory_order_release);
     } else {
         while (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2) sched_yield();
@@ -87,36 +112,101 @@ static void hak_heap_init(hak_heap_t *heap) {
     atomic_store_explicit(&heap->state, HAK_HEAP_OWNED, memory_order_relaxed);
 }
 
-hak_heap_t *hak_heap_for_thread(void) {
-    hak_process_init();
-    hak_heap_t *heap = NULL;
-    if (atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) > 0) {
+/* Take an abandoned heap into state (OWNED: a thread's; BUSY: lent to a
+ * late allocation) with one CAS -- prefer first, if given -- or make a new
+ * one.  A lent heap still counts as abandoned, as a swept one does. */
+static bool hak_heap_take(hak_heap_t *h, int state) {
+    int e = HAK_HEAP_ABANDONED;
+    if (!atomic_compare_exchange_strong_explicit(&h->state, &e, state, memory_order_acquire, memory_order_relaxed))
+        return false;
+    if (state == HAK_HEAP_OWNED) atomic_fetch_sub_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+    return true;
+}
+
+static hak_heap_t *hak_heap_acquire(int state, hak_heap_t *prefer) {
+    hak_heap_t *heap = prefer && hak_heap_take(prefer, state) ? prefer : NULL;
+    /* A heap that is BUSY -- swept, or lent to one late allocation -- is
+     * abandoned again a moment later: a scan that met one looks once more,
+     * after a yield, before making a new heap. */
+    bool again = atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) > 0;
+    for (int pass = 0; !heap && again && pass < 2; pass++) {
+        if (pass) sched_yield();
+        again = false;
         for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
-            int e = HAK_HEAP_ABANDONED;
-            if (atomic_compare_exchange_strong_explicit(&h->state, &e, HAK_HEAP_OWNED,
-                                                        memory_order_acquire, memory_order_relaxed)) {
-                atomic_fetch_sub_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
-                hak_count(heaps_adopted);
-                heap = h;
-                break;
-            }
+            if (hak_heap_take(h, state)) { heap = h; break; }
+            if (atomic_load_explicit(&h->state, memory_order_relaxed) == HAK_HEAP_BUSY) again = true;
         }
     }
-    if (!heap) {
-        heap = hak_meta_alloc(sizeof *heap);
-        if (!heap) return NULL;
-        hak_heap_init(heap);
-        unsigned tag = atomic_fetch_add_explicit(&hak_next_tag, 1, memory_order_relaxed);
-        heap->tag = tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST ? (uint16_t)tag : HAK_TAG_SHARED;
-        hak_heap_t *head = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed);
-        do { heap->next_all = head; } while (!atomic_compare_exchange_weak_explicit(
-                     &hak_heaps_all, &head, heap, memory_order_release, memory_order_relaxed));
-        hak_count(heaps_created);
+    if (heap) {
+        if (state == HAK_HEAP_OWNED) hak_count(heaps_adopted);
+        return heap;
     }
+    heap = hak_meta_alloc(sizeof *heap);
+    if (!heap) return NULL;
+    hak_heap_init(heap);
+    atomic_store_explicit(&heap->state, state, memory_order_relaxed);
+    unsigned tag = atomic_fetch_add_explicit(&hak_next_tag, 1, memory_order_relaxed);
+    heap->tag = tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST ? (uint16_t)tag : HAK_TAG_SHARED;
+    hak_heap_t *head = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed);
+    do { heap->next_all = head; } while (!atomic_compare_exchange_weak_explicit(
+                 &hak_heaps_all, &head, heap, memory_order_release, memory_order_relaxed));
+    hak_count(heaps_created);
+    if (state != HAK_HEAP_OWNED) atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+    return heap;
+}
+
+/* A thread gives its heap up: from now on any thread may adopt or sweep it. */
+static void hak_heap_abandon(hak_heap_t *heap) {
+    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
+    atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+}
+
+static void hak_thread_done_atexit(void *unused) { (void)unused; hak_thread_done(hak_tls_heap); }
+
+/* Arrange for the exit handler to run when this thread ends: the key's
+ * value, or, without a key (or if setting it fails), glibc's thread_local
+ * destructor list. */
+static void hak_thread_register(hak_heap_t *heap) {
+    if (hak_thread_key_ok && pthread_setspecific(hak_thread_key, heap) == 0) return;
+    if (!hak_tls_atexit && __cxa_thread_atexit_impl) {
+        hak_tls_atexit = true;
+        /* it allocates (from this thread's heap, already in place); the
+         * object address names this library to the dynamic loader */
+        __cxa_thread_atexit_impl(hak_thread_done_atexit, NULL, (void *)&hak_init_state);
+    }
+}
+
+hak_heap_t *hak_heap_for_thread(void) {
+    hak_process_init();
+    if (hak_tls_heap != &hak_heap_empty) return hak_tls_heap;
+    /* After the exit handler nothing would abandon a heap again: such a
+     * thread allocates through hak_malloc_late, and the callers that only
+     * need a non-NULL answer (huge allocations, remote-free statistics) get
+     * the empty heap. */
+    if (hak_tls_exiting) return &hak_heap_empty;
+    hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_OWNED, NULL);
+    if (!heap) return NULL;
     hak_tls_heap = heap;
     hak_tls_tag = hak_fast_tag(heap);
-    pthread_setspecific(hak_thread_key, heap);
+    hak_thread_register(heap);
     return heap;
+}
+
+/* malloc for a thread whose exit handler ran (hak_tls_exiting): borrow an
+ * abandoned heap -- the one this thread gave up, if nobody took it -- in
+ * state BUSY (no other thread adopts or sweeps it meanwhile), allocate from
+ * it and abandon it again.  The block then lives in an abandoned heap like
+ * any block an exited thread left behind.  Such destructors are rare; each
+ * of their allocations pays a CAS and a store. */
+void *hak_malloc_late(size_t size) {
+    hak_process_init();
+    if (size > HAK_LARGE_MAX) return hak_huge_alloc(size, HAK_MIN_ALIGN, false);   /* no heap needed */
+    hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_BUSY, hak_tls_last);
+    if (!heap) { errno = ENOMEM; return NULL; }
+    void *p = hak_malloc_slow(size, heap);
+    hak_tls_last = heap;
+    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);   /* still counted */
+    return p;
 }
 
 /* Collect every page of heap: apply delayed and remote frees, give empty
@@ -153,15 +243,18 @@ void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
     hak_segment_purge_due(heap, force_purge);
 }
 
+/* The exit handler (pthread key destructor, or the fallback): collect the
+ * thread's heap and abandon it.  From here on the thread owns no heap: its
+ * frees are remote frees, its mallocs borrow (hak_malloc_late). */
 static void hak_thread_done(void *value) {
     hak_heap_t *heap = (hak_heap_t *)value;
     if (!heap || heap != hak_tls_heap) return;
+    hak_tls_exiting = true;
     hak_heap_collect(heap, false);
     hak_tls_heap = &hak_heap_empty;
     hak_tls_tag = HAK_TAG_INVALID;
-    hak_tls_exiting = true;
-    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
-    atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+    hak_tls_last = heap;
+    hak_heap_abandon(heap);
 }
 
 /* Collect the abandoned heaps nobody adopted, so their empty pages and

@@ -130,7 +130,11 @@ void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta
 
 /* ---- process and heap life cycle (hak_heap.c) ---- */
 void hak_process_init(void);
-hak_heap_t *hak_heap_for_thread(void);          /* make or adopt the calling thread's heap */
+hak_heap_t *hak_heap_for_thread(void);          /* make or adopt the calling thread's heap; NULL: no
+                                                   memory; &hak_heap_empty after the thread's exit
+                                                   handler ran (it never owns a heap again) */
+void *hak_malloc_late(size_t size);             /* malloc for a thread whose exit handler ran
+                                                   (hak_tls_exiting), from a borrowed heap */
 void hak_heap_collect(hak_heap_t *heap, bool force_purge);
 size_t hak_sweep_abandoned(bool force_purge);
 void hak_heaps_lock_for_fork(void);

@@ -185,6 +185,7 @@ static hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
 
 void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     if (hak_unlikely(heap == &hak_heap_empty)) {
+        if (hak_unlikely(hak_tls_exiting)) return hak_malloc_late(size);   /* after the exit handler */
         heap = hak_heap_for_thread();
         if (!heap) { errno = ENOMEM; return NULL; }
     }

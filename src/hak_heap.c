@@ -36,8 +36,13 @@ hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_pa
 #endif
 static _Atomic unsigned hak_next_tag = HAK_TEST_TAG_START;
 
+/* heap->state values of a fork child, besides hak_types.h's three */
+#define HAK_HEAP_FORKED 3   /* its thread did not survive the fork; not yet checked (hak_fork_settle) */
+#define HAK_HEAP_LOST   4   /* ... and caught inside an operation: never adopted or swept */
+
 static _Atomic(hak_heap_t *) hak_heaps_all;
 static _Atomic size_t hak_abandoned_count;     /* heaps no thread owns: ABANDONED, or BUSY (swept, lent) */
+static _Atomic size_t hak_forked_count;        /* FORKED heaps (a fork child's) */
 static pthread_key_t hak_thread_key;
 static bool hak_thread_key_ok;                /* pthread_key_create succeeded */
 static _Atomic int hak_init_state;            /* 0 not yet, 1 running, 2 done */
@@ -123,7 +128,10 @@ static bool hak_heap_take(hak_heap_t *h, int state) {
     return true;
 }
 
+static void hak_fork_settle(void);
+
 static hak_heap_t *hak_heap_acquire(int state, hak_heap_t *prefer) {
+    hak_fork_settle();
     hak_heap_t *heap = prefer && hak_heap_take(prefer, state) ? prefer : NULL;
     /* A heap that is BUSY -- swept, or lent to one late allocation -- is
      * abandoned again a moment later: a scan that met one looks once more,
@@ -260,6 +268,7 @@ static void hak_thread_done(void *value) {
 /* Collect the abandoned heaps nobody adopted, so their empty pages and
  * segments go back.  Returns how many were swept. */
 size_t hak_sweep_abandoned(bool force_purge) {
+    hak_fork_settle();
     if (atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) == 0) return 0;
     size_t n = 0;
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
@@ -291,17 +300,214 @@ void hak_heap_stats_sum(hak_heap_sums_t *s) {
     }
 }
 
-/* ---- fork ---- */
+/* ---- fork ----
+ *
+ * Every lock hakmem takes is held across fork: the stats snapshot's
+ * (hak_stats.c), the fork settling lock and the metadata arena's (here), the
+ * segment cache's (hak_segment.c).  All are leaves, none is on a
+ * per-allocation path, and the child re-initialises them.
+ *
+ * In the child only the forking thread exists.  Its heap stays its own.
+ * Every other heap a thread owned (or a sweeper or a late allocation held)
+ * becomes FORKED: nobody would ever abandon it, and its pages would keep
+ * their blocks and collect remote frees for nothing.  The first adoption or
+ * sweep in the child settles them (hak_fork_settle): a heap whose lists are
+ * consistent becomes ABANDONED, to be adopted or swept like any other; one
+ * whose thread the fork caught in the middle of changing them becomes LOST
+ * and is left alone, as every heap was before.  Settling is lazy so that a
+ * child that only execs pays nothing but one pass over the heap list.
+ *
+ * What the check cannot see is a page its owner had just taken out of a
+ * queue to put it in another (or to free it): a page in no queue, whose
+ * segment may be in no list.  Such a page is harmless: its blocks are freed
+ * as any others, and hak_queue_remove leaves a page that is in no queue
+ * alone (hak_page.c), so freeing its last block releases its slot. */
 
-void hak_heaps_lock_for_fork(void) { pthread_mutex_lock(&hak_meta_lock); }
-void hak_heaps_unlock_after_fork(bool child) {
-    if (child) pthread_mutex_init(&hak_meta_lock, NULL);
-    else pthread_mutex_unlock(&hak_meta_lock);
+static pthread_mutex_t hak_settle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* a free-list link of page: NULL or the start of a carved block */
+static bool hak_fork_block_ok(const hak_page_t *page, const hak_block_t *b, uint32_t capacity) {
+    if (!b) return true;
+    uintptr_t off = (uintptr_t)b - (uintptr_t)page->start;
+    return off < (uintptr_t)capacity * page->block_size && off % page->block_size == 0;
+}
+/* The head of a free list and its successor.  A push interrupted by the
+ * fork shows at the head: the owner writes the block's link before the
+ * head (the free paths do, in hak_internal.h and hak_free.c), so the link is
+ * there; were a push ever compiled the other way round, the stale first
+ * word of the block would fail this test. */
+static bool hak_fork_list_ok(const hak_page_t *page, const hak_block_t *head, uint32_t capacity) {
+    return hak_fork_block_ok(page, head, capacity) && (!head || hak_fork_block_ok(page, head->next, capacity));
 }
 
-static void hak_fork_prepare(void) { hak_heaps_lock_for_fork(); hak_segment_lock_for_fork(); }
-static void hak_fork_parent(void) { hak_segment_unlock_after_fork(false); hak_heaps_unlock_after_fork(false); }
-static void hak_fork_child(void) { hak_segment_unlock_after_fork(true); hak_heaps_unlock_after_fork(true); }
+/* A page of h's class queue (full: of its full queue) as the owner leaves it
+ * between operations.  Each test catches an operation the fork may have
+ * interrupted: a page moving to or from the full queue (IN_FULL, NOTIFY),
+ * limits not yet updated, fresh blocks not yet counted in capacity, the
+ * free list swapped in but local_free not yet cleared. */
+static bool hak_fork_page_ok(const hak_heap_t *h, const hak_page_t *page, bool full) {
+    const hak_segment_t *seg = hak_segment_of(page);
+    uintptr_t at = (uintptr_t)page - (uintptr_t)seg->pages;
+    if (seg->heap != h || seg->kind >= HAK_PAGE_KINDS || page->kind != seg->kind ||
+        at % sizeof(hak_page_t) != 0 || at / sizeof(hak_page_t) >= seg->page_count ||
+        at / sizeof(hak_page_t) < seg->first_page || !page->in_use)
+        return false;
+    if (page->class_idx >= HAK_CLASS_COUNT || hak_class_kind(page->class_idx) != page->kind ||
+        page->block_size != hak_class_size(page->class_idx))
+        return false;
+    uint8_t flags = HAK_RELAXED(page->flags);
+    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+    if ((flags & HAK_PAGE_IS_HUGE) || full != ((flags & HAK_PAGE_IN_FULL) != 0) ||
+        (!full && (tf & HAK_TF_NOTIFY)))
+        return false;
+    hak_limits_t l = hak_page_limits(page);
+    if (HAK_RELAXED(page->carved_limit) != l.carved || page->local_limit != l.local ||
+        page->wide_limit != l.wide || page->local_magic != page->div_magic || page->local_key != page->free_key)
+        return false;
+    uint32_t cap = HAK_RELAXED(page->capacity);
+    return cap <= page->reserved && page->used <= cap &&
+           hak_fork_list_ok(page, page->free, cap) && hak_fork_list_ok(page, page->local_free, cap) &&
+           (page->free == NULL || page->free != page->local_free);
+}
+
+/* A queue: linked both ways, ending at last, every page as above. */
+static bool hak_fork_queue_ok(const hak_heap_t *h, const hak_page_queue_t *q, int cls, size_t *budget) {
+    const hak_page_t *prev = NULL;
+    for (const hak_page_t *p = q->first; p; prev = p, p = p->next) {
+        if (p->prev != prev || (*budget)-- == 0 || !hak_fork_page_ok(h, p, cls < 0) ||
+            (cls >= 0 && p->class_idx != (unsigned)cls))
+            return false;
+    }
+    return q->last == prev;
+}
+
+/* Whether everything an adopter or a sweeper of h walks is as its owner
+ * leaves it between operations (read only). */
+static bool hak_fork_heap_ok(const hak_heap_t *h) {
+    /* bounds every walk: a list cut and rejoined by an operation in progress
+     * could be a cycle */
+    size_t budget = (size_t)atomic_load_explicit(&hak_counters.segments_in_use, memory_order_relaxed) *
+                    HAK_MAX_PAGES_PER_SEGMENT + HAK_MAX_PAGES_PER_SEGMENT;
+    for (unsigned c = 0; c < HAK_CLASS_COUNT; c++)
+        if (!hak_fork_queue_ok(h, &h->queues[c], (int)c, &budget)) return false;
+    if (!hak_fork_queue_ok(h, &h->full, -1, &budget)) return false;
+    for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) {
+        const hak_page_t *first = h->queues[hak_size_class(i << 4)].first;
+        if (h->direct[i] != (first ? first : &hak_page_empty)) return false;
+    }
+    /* the segments with free slots, and the purge accounting they carry */
+    uint64_t pending_k = 0;
+    for (int k = 0; k < HAK_PAGE_KINDS; k++) {
+        const hak_segment_t *prev = NULL;
+        for (const hak_segment_t *seg = h->segs[k].first; seg; prev = seg, seg = seg->next) {
+            if (budget-- == 0 || ((uintptr_t)seg & HAK_SEGMENT_MASK) != 0 || seg->prev != prev ||
+                seg->heap != h || seg->kind != k || !seg->in_free_list || seg->page_count > HAK_MAX_PAGES_PER_SEGMENT)
+                return false;
+            unsigned used = 0, pending = 0;
+            for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+                const hak_page_t *page = &seg->pages[i];
+                if (page->in_use && page->needs_purge) return false;
+                used += page->in_use;
+                pending += page->needs_purge;
+            }
+            if (used != seg->used_pages || used >= (unsigned)(seg->page_count - seg->first_page) ||
+                pending != seg->purge_pending)
+                return false;
+            pending_k += ((uint64_t)pending << seg->page_shift) >> 10;
+        }
+    }
+    return (uint32_t)pending_k == h->purge_pending_bytes_k;
+}
+
+/* A fork may also catch a fast path between its push or pop and the used
+ * count: a page whose used is one off.  That is harmless (a block nobody
+ * holds keeps its page from retiring, or a page retires with only such a
+ * block), but the debug build checks used on every refill.  It recounts:
+ * used = capacity - |free| - |local_free| (remote frees still count as
+ * used).  False if a list is not made of carved blocks. */
+static bool hak_fork_recount(hak_heap_t *h) {
+    for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
+        for (hak_page_t *page = c < HAK_CLASS_COUNT ? h->queues[c].first : h->full.first; page; page = page->next) {
+            uint32_t cap = HAK_RELAXED(page->capacity), n = 0;
+            const hak_block_t *lists[2] = { page->free, page->local_free };
+            for (int l = 0; l < 2; l++)
+                for (const hak_block_t *b = lists[l]; b; b = b->next)
+                    if (!hak_fork_block_ok(page, b, cap) || ++n > cap) return false;
+            page->used = cap - n;
+        }
+    }
+    return true;
+}
+
+/* In a fork child: decide, once, about the heaps the fork left without
+ * their threads (see above). */
+static void hak_fork_settle(void) {
+    if (hak_likely(atomic_load_explicit(&hak_forked_count, memory_order_acquire) == 0)) return;
+    pthread_mutex_lock(&hak_settle_lock);
+    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
+        if (atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_FORKED) continue;
+        if (hak_fork_heap_ok(h) && (!HAK_DEBUG_ENABLED || hak_fork_recount(h))) {
+            hak_heap_abandon(h);
+        } else {
+            atomic_store_explicit(&h->state, HAK_HEAP_LOST, memory_order_relaxed);
+            if (hak_opt.verbose)
+                hak_message("hakmem: fork: a heap caught inside an operation by fork stays unused (%p)\n", (void *)h);
+        }
+    }
+    atomic_store_explicit(&hak_forked_count, 0, memory_order_release);
+    pthread_mutex_unlock(&hak_settle_lock);
+}
+
+/* The child's first step, single-threaded: mark the other threads' heaps
+ * FORKED and count what is abandoned (the parent's counter may have been
+ * caught between a state change and its update). */
+static void hak_fork_child_heaps(void) {
+    hak_heap_t *self = hak_tls_heap;
+    size_t abandoned = 0, forked = 0;
+    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed); h; h = h->next_all) {
+        int st = atomic_load_explicit(&h->state, memory_order_relaxed);
+        if (h == self || st == HAK_HEAP_LOST) continue;
+        if (st == HAK_HEAP_ABANDONED) {
+            abandoned++;
+        } else {   /* OWNED, BUSY, FORKED (a fork before this child's parent settled) */
+            atomic_store_explicit(&h->state, HAK_HEAP_FORKED, memory_order_relaxed);
+            forked++;
+        }
+    }
+    atomic_store_explicit(&hak_abandoned_count, abandoned, memory_order_relaxed);
+    atomic_store_explicit(&hak_forked_count, forked, memory_order_release);
+}
+
+void hak_heaps_lock_for_fork(void) {
+    pthread_mutex_lock(&hak_settle_lock);
+    pthread_mutex_lock(&hak_meta_lock);
+}
+void hak_heaps_unlock_after_fork(bool child) {
+    if (child) {
+        pthread_mutex_init(&hak_meta_lock, NULL);
+        pthread_mutex_init(&hak_settle_lock, NULL);
+        hak_fork_child_heaps();
+    } else {
+        pthread_mutex_unlock(&hak_meta_lock);
+        pthread_mutex_unlock(&hak_settle_lock);
+    }
+}
+
+static void hak_fork_prepare(void) {
+    hak_stats_lock_for_fork();
+    hak_heaps_lock_for_fork();
+    hak_segment_lock_for_fork();
+}
+static void hak_fork_parent(void) {
+    hak_segment_unlock_after_fork(false);
+    hak_heaps_unlock_after_fork(false);
+    hak_stats_unlock_after_fork(false);
+}
+static void hak_fork_child(void) {
+    hak_segment_unlock_after_fork(true);
+    hak_heaps_unlock_after_fork(true);
+    hak_stats_unlock_after_fork(true);
+}
 
 void hak_stats_at_exit(void);
 

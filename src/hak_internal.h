@@ -127,6 +127,8 @@ typedef struct hak_heap_sums_s {
 } hak_heap_sums_t;
 void hak_heap_stats_sum(hak_heap_sums_t *sums);  /* hak_heap.c */
 void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta);
+void hak_stats_lock_for_fork(void);              /* the stats snapshot's lock, around fork */
+void hak_stats_unlock_after_fork(bool child);
 
 /* ---- process and heap life cycle (hak_heap.c) ---- */
 void hak_process_init(void);

@@ -86,7 +86,8 @@ HAK_EXPORT void *hakmem_reallocarray(void *p, size_t n, size_t size) {
 void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
     if (align <= HAK_MIN_ALIGN) return zero ? hakmem_calloc(1, size) : hak_malloc_inline(size);
     if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    if (size + align <= HAK_LARGE_MAX) {
+    /* (a thread past its exit handler owns no page to mark: a mapping of its own) */
+    if (size + align <= HAK_LARGE_MAX && !hak_tls_exiting) {
         void *p = hak_malloc_inline(size);
         if (!p) return NULL;
         if (((uintptr_t)p & (align - 1)) == 0) {

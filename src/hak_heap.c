@@ -8,7 +8,13 @@
  * CAS, no lock) or makes a new one.  At thread exit a pthread key destructor
  * collects the heap, frees its empty pages and marks it ABANDONED, with all
  * its live blocks still in place: remote frees keep landing in its pages, and
- * the next new thread adopts it whole, or another thread sweeps it. */
+ * the next new thread adopts it whole, or another thread sweeps it.
+ *
+ * After that exit handler a thread never owns a heap again.  Destructors that
+ * run later -- other pthread keys' in the same or a later round, the last of
+ * glibc's PTHREAD_DESTRUCTOR_ITERATIONS rounds included, after which nothing
+ * would abandon a heap again -- may still allocate: each such allocation
+ * borrows an abandoned heap for its own duration (hak_malloc_late). */
 #include "hak_internal.h"
 #include <pthread.h>
 #include <sched.h>
@@ -17,14 +23,33 @@
 __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
 __thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec"))) = HAK_TAG_INVALID;
 __thread bool hak_tls_exiting __attribute__((tls_model("initial-exec")));
+/* the heap this thread gave up at exit: its late allocations borrow it first */
+static __thread hak_heap_t *hak_tls_last __attribute__((tls_model("initial-exec")));
+/* the fallback exit handler is registered for this thread */
+static __thread bool hak_tls_atexit __attribute__((tls_model("initial-exec")));
 hak_page_t hak_page_empty;
 hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty } };
-static _Atomic unsigned hak_next_tag = HAK_TAG_FIRST;
+/* HAK_TEST_TAG_START (tests/lifecycle.mk): a test build starts the tag counter
+ * near HAK_TAG_LAST, so that a few dozen threads run out of tags. */
+#ifndef HAK_TEST_TAG_START
+#define HAK_TEST_TAG_START HAK_TAG_FIRST
+#endif
+static _Atomic unsigned hak_next_tag = HAK_TEST_TAG_START;
+
+/* heap->state values of a fork child, besides hak_types.h's three */
+#define HAK_HEAP_FORKED 3   /* its thread did not survive the fork; not yet checked (hak_fork_settle) */
+#define HAK_HEAP_LOST   4   /* ... and caught inside an operation: never adopted or swept */
 
 static _Atomic(hak_heap_t *) hak_heaps_all;
-static _Atomic size_t hak_abandoned_count;
+static _Atomic size_t hak_abandoned_count;     /* heaps no thread owns: ABANDONED, or BUSY (swept, lent) */
+static _Atomic size_t hak_forked_count;        /* FORKED heaps (a fork child's) */
 static pthread_key_t hak_thread_key;
+static bool hak_thread_key_ok;                /* pthread_key_create succeeded */
 static _Atomic int hak_init_state;            /* 0 not yet, 1 running, 2 done */
+
+/* glibc's registration of C++ thread_local destructors: the exit handler's
+ * fallback when no pthread key can be had (weak: absent before glibc 2.18) */
+extern int __cxa_thread_atexit_impl(void (*dtor)(void *), void *obj, void *dso_symbol) __attribute__((weak));
 
 /* ---- metadata arena: heaps live here and are never freed ---- */
 static pthread_mutex_t hak_meta_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -56,7 +81,17 @@ void hak_process_init(void) {
     if (atomic_compare_exchange_strong(&hak_init_state, &expected, 1)) {
         hak_options_init();
         hak_foreign_init();
-        pthread_key_create(&hak_thread_key, hak_thread_done);
+        /* HAK_TEST_NO_THREAD_KEY (tests/lifecycle.mk): a test build that
+         * takes the fallback below */
+#ifdef HAK_TEST_NO_THREAD_KEY
+        int rc = EAGAIN;
+#else
+        int rc = pthread_key_create(&hak_thread_key, hak_thread_done);
+#endif
+        hak_thread_key_ok = rc == 0;
+        if (rc != 0 && !__cxa_thread_atexit_impl)
+            hak_message("hakmem: warning: pthread_key_create failed (error %d): the heaps of exited "
+                        "threads will not be reused\n", rc);
         atomic_store_explicit(&hak_init_state, 2, memory_order_release);
     } else {
         while (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2) sched_yield();
@@ -65,42 +100,121 @@ void hak_process_init(void) {
 
 /* ---- thread heaps ---- */
 
+/* The tag the fast free of a thread holding heap compares with the region
+ * map.  Only HAK_TAG_FIRST..HAK_TAG_LAST name one heap's segments.  A heap
+ * made after the tags ran out has HAK_TAG_SHARED segments, like huge blocks,
+ * cached segments and every other such heap, so no tag can tell its blocks
+ * from those: its thread gets HAK_TAG_INVALID, which matches no entry, and
+ * every free it makes takes the slow path, which compares seg->heap (a local
+ * free) or frees remotely (hak_free.c). */
+static uint16_t hak_fast_tag(const hak_heap_t *heap) {
+    return heap->tag >= HAK_TAG_FIRST && heap->tag <= HAK_TAG_LAST ? heap->tag : HAK_TAG_INVALID;
+}
+
 static void hak_heap_init(hak_heap_t *heap) {
     memset(heap, 0, sizeof *heap);
     for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) heap->direct[i] = &hak_page_empty;
     atomic_store_explicit(&heap->state, HAK_HEAP_OWNED, memory_order_relaxed);
 }
 
-hak_heap_t *hak_heap_for_thread(void) {
-    hak_process_init();
-    hak_heap_t *heap = NULL;
-    if (atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) > 0) {
+/* Take an abandoned heap into state (OWNED: a thread's; BUSY: lent to a
+ * late allocation) with one CAS -- prefer first, if given -- or make a new
+ * one.  A lent heap still counts as abandoned, as a swept one does. */
+static bool hak_heap_take(hak_heap_t *h, int state) {
+    int e = HAK_HEAP_ABANDONED;
+    if (!atomic_compare_exchange_strong_explicit(&h->state, &e, state, memory_order_acquire, memory_order_relaxed))
+        return false;
+    if (state == HAK_HEAP_OWNED) atomic_fetch_sub_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+    return true;
+}
+
+static void hak_fork_settle(void);
+
+static hak_heap_t *hak_heap_acquire(int state, hak_heap_t *prefer) {
+    hak_fork_settle();
+    hak_heap_t *heap = prefer && hak_heap_take(prefer, state) ? prefer : NULL;
+    /* A heap that is BUSY -- swept, or lent to one late allocation -- is
+     * abandoned again a moment later: a scan that met one looks once more,
+     * after a yield, before making a new heap. */
+    bool again = atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) > 0;
+    for (int pass = 0; !heap && again && pass < 2; pass++) {
+        if (pass) sched_yield();
+        again = false;
         for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
-            int e = HAK_HEAP_ABANDONED;
-            if (atomic_compare_exchange_strong_explicit(&h->state, &e, HAK_HEAP_OWNED,
-                                                        memory_order_acquire, memory_order_relaxed)) {
-                atomic_fetch_sub_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
-                hak_count(heaps_adopted);
-                heap = h;
-                break;
-            }
+            if (hak_heap_take(h, state)) { heap = h; break; }
+            if (atomic_load_explicit(&h->state, memory_order_relaxed) == HAK_HEAP_BUSY) again = true;
         }
     }
-    if (!heap) {
-        heap = hak_meta_alloc(sizeof *heap);
-        if (!heap) return NULL;
-        hak_heap_init(heap);
-        unsigned tag = atomic_fetch_add_explicit(&hak_next_tag, 1, memory_order_relaxed);
-        heap->tag = tag <= HAK_TAG_LAST ? (uint16_t)tag : HAK_TAG_SHARED;
-        hak_heap_t *head = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed);
-        do { heap->next_all = head; } while (!atomic_compare_exchange_weak_explicit(
-                     &hak_heaps_all, &head, heap, memory_order_release, memory_order_relaxed));
-        hak_count(heaps_created);
+    if (heap) {
+        if (state == HAK_HEAP_OWNED) hak_count(heaps_adopted);
+        return heap;
     }
-    hak_tls_heap = heap;
-    hak_tls_tag = heap->tag;
-    pthread_setspecific(hak_thread_key, heap);
+    heap = hak_meta_alloc(sizeof *heap);
+    if (!heap) return NULL;
+    hak_heap_init(heap);
+    atomic_store_explicit(&heap->state, state, memory_order_relaxed);
+    unsigned tag = atomic_fetch_add_explicit(&hak_next_tag, 1, memory_order_relaxed);
+    heap->tag = tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST ? (uint16_t)tag : HAK_TAG_SHARED;
+    hak_heap_t *head = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed);
+    do { heap->next_all = head; } while (!atomic_compare_exchange_weak_explicit(
+                 &hak_heaps_all, &head, heap, memory_order_release, memory_order_relaxed));
+    hak_count(heaps_created);
+    if (state != HAK_HEAP_OWNED) atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
     return heap;
+}
+
+/* A thread gives its heap up: from now on any thread may adopt or sweep it. */
+static void hak_heap_abandon(hak_heap_t *heap) {
+    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
+    atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+}
+
+static void hak_thread_done_atexit(void *unused) { (void)unused; hak_thread_done(hak_tls_heap); }
+
+/* Arrange for the exit handler to run when this thread ends: the key's
+ * value, or, without a key (or if setting it fails), glibc's thread_local
+ * destructor list. */
+static void hak_thread_register(hak_heap_t *heap) {
+    if (hak_thread_key_ok && pthread_setspecific(hak_thread_key, heap) == 0) return;
+    if (!hak_tls_atexit && __cxa_thread_atexit_impl) {
+        hak_tls_atexit = true;
+        /* it allocates (from this thread's heap, already in place); the
+         * object address names this library to the dynamic loader */
+        __cxa_thread_atexit_impl(hak_thread_done_atexit, NULL, (void *)&hak_init_state);
+    }
+}
+
+hak_heap_t *hak_heap_for_thread(void) {
+    hak_process_init();
+    if (hak_tls_heap != &hak_heap_empty) return hak_tls_heap;
+    /* After the exit handler nothing would abandon a heap again: such a
+     * thread allocates through hak_malloc_late, and the callers that only
+     * need a non-NULL answer (huge allocations, remote-free statistics) get
+     * the empty heap. */
+    if (hak_tls_exiting) return &hak_heap_empty;
+    hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_OWNED, NULL);
+    if (!heap) return NULL;
+    hak_tls_heap = heap;
+    hak_tls_tag = hak_fast_tag(heap);
+    hak_thread_register(heap);
+    return heap;
+}
+
+/* malloc for a thread whose exit handler ran (hak_tls_exiting): borrow an
+ * abandoned heap -- the one this thread gave up, if nobody took it -- in
+ * state BUSY (no other thread adopts or sweeps it meanwhile), allocate from
+ * it and abandon it again.  The block then lives in an abandoned heap like
+ * any block an exited thread left behind.  Such destructors are rare; each
+ * of their allocations pays a CAS and a store. */
+void *hak_malloc_late(size_t size) {
+    hak_process_init();
+    if (size > HAK_LARGE_MAX) return hak_huge_alloc(size, HAK_MIN_ALIGN, false);   /* no heap needed */
+    hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_BUSY, hak_tls_last);
+    if (!heap) { errno = ENOMEM; return NULL; }
+    void *p = hak_malloc_slow(size, heap);
+    hak_tls_last = heap;
+    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);   /* still counted */
+    return p;
 }
 
 /* Collect every page of heap: apply delayed and remote frees, give empty
@@ -137,6 +251,9 @@ void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
     hak_segment_purge_due(heap, force_purge);
 }
 
+/* The exit handler (pthread key destructor, or the fallback): collect the
+ * thread's heap and abandon it.  From here on the thread owns no heap: its
+ * frees are remote frees, its mallocs borrow (hak_malloc_late). */
 static void hak_thread_done(void *value) {
     hak_heap_t *heap = (hak_heap_t *)value;
     if (!heap || heap != hak_tls_heap) return;
@@ -144,13 +261,14 @@ static void hak_thread_done(void *value) {
     hak_heap_collect(heap, false);
     hak_tls_heap = &hak_heap_empty;
     hak_tls_tag = HAK_TAG_INVALID;
-    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
-    atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
+    hak_tls_last = heap;
+    hak_heap_abandon(heap);
 }
 
 /* Collect the abandoned heaps nobody adopted, so their empty pages and
  * segments go back.  Returns how many were swept. */
 size_t hak_sweep_abandoned(bool force_purge) {
+    hak_fork_settle();
     if (atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) == 0) return 0;
     size_t n = 0;
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
@@ -186,17 +304,214 @@ void hak_heap_stats_sum(hak_heap_sums_t *s) {
     }
 }
 
-/* ---- fork ---- */
+/* ---- fork ----
+ *
+ * Every lock hakmem takes is held across fork: the stats snapshot's
+ * (hak_stats.c), the fork settling lock and the metadata arena's (here), the
+ * segment cache's (hak_segment.c).  All are leaves, none is on a
+ * per-allocation path, and the child re-initialises them.
+ *
+ * In the child only the forking thread exists.  Its heap stays its own.
+ * Every other heap a thread owned (or a sweeper or a late allocation held)
+ * becomes FORKED: nobody would ever abandon it, and its pages would keep
+ * their blocks and collect remote frees for nothing.  The first adoption or
+ * sweep in the child settles them (hak_fork_settle): a heap whose lists are
+ * consistent becomes ABANDONED, to be adopted or swept like any other; one
+ * whose thread the fork caught in the middle of changing them becomes LOST
+ * and is left alone, as every heap was before.  Settling is lazy so that a
+ * child that only execs pays nothing but one pass over the heap list.
+ *
+ * What the check cannot see is a page its owner had just taken out of a
+ * queue to put it in another (or to free it): a page in no queue, whose
+ * segment may be in no list.  Such a page is harmless: its blocks are freed
+ * as any others, and hak_queue_remove leaves a page that is in no queue
+ * alone (hak_page.c), so freeing its last block releases its slot. */
 
-void hak_heaps_lock_for_fork(void) { pthread_mutex_lock(&hak_meta_lock); }
-void hak_heaps_unlock_after_fork(bool child) {
-    if (child) pthread_mutex_init(&hak_meta_lock, NULL);
-    else pthread_mutex_unlock(&hak_meta_lock);
+static pthread_mutex_t hak_settle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* a free-list link of page: NULL or the start of a carved block */
+static bool hak_fork_block_ok(const hak_page_t *page, const hak_block_t *b, uint32_t capacity) {
+    if (!b) return true;
+    uintptr_t off = (uintptr_t)b - (uintptr_t)page->start;
+    return off < (uintptr_t)capacity * page->block_size && off % page->block_size == 0;
+}
+/* The head of a free list and its successor.  A push interrupted by the
+ * fork shows at the head: the owner writes the block's link before the
+ * head (the free paths do, in hak_internal.h and hak_free.c), so the link is
+ * there; were a push ever compiled the other way round, the stale first
+ * word of the block would fail this test. */
+static bool hak_fork_list_ok(const hak_page_t *page, const hak_block_t *head, uint32_t capacity) {
+    return hak_fork_block_ok(page, head, capacity) && (!head || hak_fork_block_ok(page, head->next, capacity));
 }
 
-static void hak_fork_prepare(void) { hak_heaps_lock_for_fork(); hak_segment_lock_for_fork(); }
-static void hak_fork_parent(void) { hak_segment_unlock_after_fork(false); hak_heaps_unlock_after_fork(false); }
-static void hak_fork_child(void) { hak_segment_unlock_after_fork(true); hak_heaps_unlock_after_fork(true); }
+/* A page of h's class queue (full: of its full queue) as the owner leaves it
+ * between operations.  Each test catches an operation the fork may have
+ * interrupted: a page moving to or from the full queue (IN_FULL, NOTIFY),
+ * limits not yet updated, fresh blocks not yet counted in capacity, the
+ * free list swapped in but local_free not yet cleared. */
+static bool hak_fork_page_ok(const hak_heap_t *h, const hak_page_t *page, bool full) {
+    const hak_segment_t *seg = hak_segment_of(page);
+    uintptr_t at = (uintptr_t)page - (uintptr_t)seg->pages;
+    if (seg->heap != h || seg->kind >= HAK_PAGE_KINDS || page->kind != seg->kind ||
+        at % sizeof(hak_page_t) != 0 || at / sizeof(hak_page_t) >= seg->page_count ||
+        at / sizeof(hak_page_t) < seg->first_page || !page->in_use)
+        return false;
+    if (page->class_idx >= HAK_CLASS_COUNT || hak_class_kind(page->class_idx) != page->kind ||
+        page->block_size != hak_class_size(page->class_idx))
+        return false;
+    uint8_t flags = HAK_RELAXED(page->flags);
+    uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+    if ((flags & HAK_PAGE_IS_HUGE) || full != ((flags & HAK_PAGE_IN_FULL) != 0) ||
+        (!full && (tf & HAK_TF_NOTIFY)))
+        return false;
+    hak_limits_t l = hak_page_limits(page);
+    if (HAK_RELAXED(page->carved_limit) != l.carved || page->local_limit != l.local ||
+        page->wide_limit != l.wide || page->local_magic != page->div_magic || page->local_key != page->free_key)
+        return false;
+    uint32_t cap = HAK_RELAXED(page->capacity);
+    return cap <= page->reserved && page->used <= cap &&
+           hak_fork_list_ok(page, page->free, cap) && hak_fork_list_ok(page, page->local_free, cap) &&
+           (page->free == NULL || page->free != page->local_free);
+}
+
+/* A queue: linked both ways, ending at last, every page as above. */
+static bool hak_fork_queue_ok(const hak_heap_t *h, const hak_page_queue_t *q, int cls, size_t *budget) {
+    const hak_page_t *prev = NULL;
+    for (const hak_page_t *p = q->first; p; prev = p, p = p->next) {
+        if (p->prev != prev || (*budget)-- == 0 || !hak_fork_page_ok(h, p, cls < 0) ||
+            (cls >= 0 && p->class_idx != (unsigned)cls))
+            return false;
+    }
+    return q->last == prev;
+}
+
+/* Whether everything an adopter or a sweeper of h walks is as its owner
+ * leaves it between operations (read only). */
+static bool hak_fork_heap_ok(const hak_heap_t *h) {
+    /* bounds every walk: a list cut and rejoined by an operation in progress
+     * could be a cycle */
+    size_t budget = (size_t)atomic_load_explicit(&hak_counters.segments_in_use, memory_order_relaxed) *
+                    HAK_MAX_PAGES_PER_SEGMENT + HAK_MAX_PAGES_PER_SEGMENT;
+    for (unsigned c = 0; c < HAK_CLASS_COUNT; c++)
+        if (!hak_fork_queue_ok(h, &h->queues[c], (int)c, &budget)) return false;
+    if (!hak_fork_queue_ok(h, &h->full, -1, &budget)) return false;
+    for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) {
+        const hak_page_t *first = h->queues[hak_size_class(i << 4)].first;
+        if (h->direct[i] != (first ? first : &hak_page_empty)) return false;
+    }
+    /* the segments with free slots, and the purge accounting they carry */
+    uint64_t pending_k = 0;
+    for (int k = 0; k < HAK_PAGE_KINDS; k++) {
+        const hak_segment_t *prev = NULL;
+        for (const hak_segment_t *seg = h->segs[k].first; seg; prev = seg, seg = seg->next) {
+            if (budget-- == 0 || ((uintptr_t)seg & HAK_SEGMENT_MASK) != 0 || seg->prev != prev ||
+                seg->heap != h || seg->kind != k || !seg->in_free_list || seg->page_count > HAK_MAX_PAGES_PER_SEGMENT)
+                return false;
+            unsigned used = 0, pending = 0;
+            for (unsigned i = seg->first_page; i < seg->page_count; i++) {
+                const hak_page_t *page = &seg->pages[i];
+                if (page->in_use && page->needs_purge) return false;
+                used += page->in_use;
+                pending += page->needs_purge;
+            }
+            if (used != seg->used_pages || used >= (unsigned)(seg->page_count - seg->first_page) ||
+                pending != seg->purge_pending)
+                return false;
+            pending_k += ((uint64_t)pending << seg->page_shift) >> 10;
+        }
+    }
+    return (uint32_t)pending_k == h->purge_pending_bytes_k;
+}
+
+/* A fork may also catch a fast path between its push or pop and the used
+ * count: a page whose used is one off.  That is harmless (a block nobody
+ * holds keeps its page from retiring, or a page retires with only such a
+ * block), but the debug build checks used on every refill.  It recounts:
+ * used = capacity - |free| - |local_free| (remote frees still count as
+ * used).  False if a list is not made of carved blocks. */
+static bool hak_fork_recount(hak_heap_t *h) {
+    for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
+        for (hak_page_t *page = c < HAK_CLASS_COUNT ? h->queues[c].first : h->full.first; page; page = page->next) {
+            uint32_t cap = HAK_RELAXED(page->capacity), n = 0;
+            const hak_block_t *lists[2] = { page->free, page->local_free };
+            for (int l = 0; l < 2; l++)
+                for (const hak_block_t *b = lists[l]; b; b = b->next)
+                    if (!hak_fork_block_ok(page, b, cap) || ++n > cap) return false;
+            page->used = cap - n;
+        }
+    }
+    return true;
+}
+
+/* In a fork child: decide, once, about the heaps the fork left without
+ * their threads (see above). */
+static void hak_fork_settle(void) {
+    if (hak_likely(atomic_load_explicit(&hak_forked_count, memory_order_acquire) == 0)) return;
+    pthread_mutex_lock(&hak_settle_lock);
+    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
+        if (atomic_load_explicit(&h->state, memory_order_relaxed) != HAK_HEAP_FORKED) continue;
+        if (hak_fork_heap_ok(h) && (!HAK_DEBUG_ENABLED || hak_fork_recount(h))) {
+            hak_heap_abandon(h);
+        } else {
+            atomic_store_explicit(&h->state, HAK_HEAP_LOST, memory_order_relaxed);
+            if (hak_opt.verbose)
+                hak_message("hakmem: fork: a heap caught inside an operation by fork stays unused (%p)\n", (void *)h);
+        }
+    }
+    atomic_store_explicit(&hak_forked_count, 0, memory_order_release);
+    pthread_mutex_unlock(&hak_settle_lock);
+}
+
+/* The child's first step, single-threaded: mark the other threads' heaps
+ * FORKED and count what is abandoned (the parent's counter may have been
+ * caught between a state change and its update). */
+static void hak_fork_child_heaps(void) {
+    hak_heap_t *self = hak_tls_heap;
+    size_t abandoned = 0, forked = 0;
+    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed); h; h = h->next_all) {
+        int st = atomic_load_explicit(&h->state, memory_order_relaxed);
+        if (h == self || st == HAK_HEAP_LOST) continue;
+        if (st == HAK_HEAP_ABANDONED) {
+            abandoned++;
+        } else {   /* OWNED, BUSY, FORKED (a fork before this child's parent settled) */
+            atomic_store_explicit(&h->state, HAK_HEAP_FORKED, memory_order_relaxed);
+            forked++;
+        }
+    }
+    atomic_store_explicit(&hak_abandoned_count, abandoned, memory_order_relaxed);
+    atomic_store_explicit(&hak_forked_count, forked, memory_order_release);
+}
+
+void hak_heaps_lock_for_fork(void) {
+    pthread_mutex_lock(&hak_settle_lock);
+    pthread_mutex_lock(&hak_meta_lock);
+}
+void hak_heaps_unlock_after_fork(bool child) {
+    if (child) {
+        pthread_mutex_init(&hak_meta_lock, NULL);
+        pthread_mutex_init(&hak_settle_lock, NULL);
+        hak_fork_child_heaps();
+    } else {
+        pthread_mutex_unlock(&hak_meta_lock);
+        pthread_mutex_unlock(&hak_settle_lock);
+    }
+}
+
+static void hak_fork_prepare(void) {
+    hak_stats_lock_for_fork();
+    hak_heaps_lock_for_fork();
+    hak_segment_lock_for_fork();
+}
+static void hak_fork_parent(void) {
+    hak_segment_unlock_after_fork(false);
+    hak_heaps_unlock_after_fork(false);
+    hak_stats_unlock_after_fork(false);
+}
+static void hak_fork_child(void) {
+    hak_segment_unlock_after_fork(true);
+    hak_heaps_unlock_after_fork(true);
+    hak_stats_unlock_after_fork(true);
+}
 
 void hak_stats_at_exit(void);
 

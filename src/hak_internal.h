@@ -140,10 +140,16 @@ typedef struct hak_heap_sums_s {
 } hak_heap_sums_t;
 void hak_heap_stats_sum(hak_heap_sums_t *sums);  /* hak_heap.c */
 void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta);
+void hak_stats_lock_for_fork(void);              /* the stats snapshot's lock, around fork */
+void hak_stats_unlock_after_fork(bool child);
 
 /* ---- process and heap life cycle (hak_heap.c) ---- */
 void hak_process_init(void);
-hak_heap_t *hak_heap_for_thread(void);          /* make or adopt the calling thread's heap */
+hak_heap_t *hak_heap_for_thread(void);          /* make or adopt the calling thread's heap; NULL: no
+                                                   memory; &hak_heap_empty after the thread's exit
+                                                   handler ran (it never owns a heap again) */
+void *hak_malloc_late(size_t size);             /* malloc for a thread whose exit handler ran
+                                                   (hak_tls_exiting), from a borrowed heap */
 void hak_heap_collect(hak_heap_t *heap, bool force_purge);
 size_t hak_sweep_abandoned(bool force_purge);
 hak_heap_t *hak_heap_list(void);                /* every heap, linked by next_all */

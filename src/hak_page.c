@@ -22,6 +22,7 @@ void hak_queue_set_direct(hak_heap_t *heap, unsigned cls) {
 
 void hak_queue_remove(hak_heap_t *heap, hak_page_t *page) {
     hak_page_queue_t *q = hak_queue_of(heap, page);
+    if (hak_unlikely(!page->prev && q->first != page)) return;   /* in no queue: fork (hak_heap.c) */
     bool was_first = q->first == page;
     if (page->prev) page->prev->next = page->next; else q->first = page->next;
     if (page->next) page->next->prev = page->prev; else q->last = page->prev;
@@ -185,6 +186,7 @@ static hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
 
 void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     if (hak_unlikely(heap == &hak_heap_empty)) {
+        if (hak_unlikely(hak_tls_exiting)) return hak_malloc_late(size);   /* after the exit handler */
         heap = hak_heap_for_thread();
         if (!heap) { errno = ENOMEM; return NULL; }
     }

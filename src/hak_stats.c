@@ -19,14 +19,25 @@ void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta
 
 static void hak_stats_fill(hakmem_stats_t *out);
 
+/* Guards the static snapshot below.  A leaf lock (nothing else is taken
+ * under it), held across fork by the atfork handlers (hak_heap.c): a child
+ * forked while another thread is inside hakmem_stats_get or malloc_stats
+ * finds it free. */
+static pthread_mutex_t hak_stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void hak_stats_lock_for_fork(void) { pthread_mutex_lock(&hak_stats_lock); }
+void hak_stats_unlock_after_fork(bool child) {
+    if (child) pthread_mutex_init(&hak_stats_lock, NULL);
+    else pthread_mutex_unlock(&hak_stats_lock);
+}
+
 HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out, size_t size) {
     if (!out) return -1;
     static hakmem_stats_t snapshot;       /* big; callers are rare */
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&hak_stats_lock);
     hak_stats_fill(&snapshot);
     memcpy(out, &snapshot, size < sizeof snapshot ? size : sizeof snapshot);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&hak_stats_lock);
     return 0;
 }
 

@@ -194,10 +194,6 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     if (!seg) {
         seg = hak_os_map_aligned(need, map_align);
         if (!seg) { errno = ENOMEM; return NULL; }
-        /* the 2 MiB ranges the block covers whole (its last unit's tail is
-         * not worth a huge page) */
-        size_t thp = end & ~(((size_t)2 << 20) - 1);
-        if (hak_opt.thp && thp) hak_os_hugepage(seg, thp, true);
         dirty = 0;                               /* fresh mappings are zero */
     }
     /* A reused mapping's last unit may hold committed memory beyond the
@@ -217,7 +213,6 @@ hak_segment_t *hak_huge_cache_segment(bool *dirty) {
     hak_piece_t pc;
     if (hak_cache_huge_take(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE, &pc, 1) == 0) return NULL;
     if (pc.size > HAK_SEGMENT_SIZE) hak_huge_split(pc.seg, pc.size, HAK_SEGMENT_SIZE, &pc.dirty);
-    if (hak_opt.thp) hak_os_hugepage(pc.seg, HAK_SEGMENT_SIZE, false);   /* segments take 4 KiB pages */
     *dirty = pc.dirty != 0;
     return pc.seg;
 }

@@ -68,7 +68,6 @@ typedef struct hak_options_s {
     long huge_cache_mb;      /* freed huge mappings kept for reuse (hak_purge.c) */
     long background_purge;   /* the purger thread (hak_purge.c) */
     long purge_lazy;         /* purge with MADV_FREE instead of MADV_DONTNEED */
-    long thp;                /* madvise(MADV_HUGEPAGE) on huge blocks' whole 2 MiB ranges */
 } hak_options_t;
 extern hak_options_t hak_opt;
 void hak_options_init(void);

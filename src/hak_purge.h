@@ -6,7 +6,7 @@
  * cache of freed huge mappings.  All three follow one rule, the decay
  * (docs/design.md, "Memory return"):
  *   - memory unused for the purge delay D (HAKMEM_PURGE_DELAY_MS) is purged;
- *   - a pool keeps at most max(floor, 2 x demand) bytes committed, where
+ *   - a pool keeps at most max(floor, 5/4 demand) bytes committed, where
  *     the floor is HAKMEM_PURGE_BUDGET_KB and the demand is how much the
  *     pool held when the program last took memory from it, plus what it
  *     took again after the decay had purged it (a high-water mark that
@@ -104,6 +104,5 @@ size_t hak_segment_header_bytes(const hak_segment_t *seg);                  /* h
 uint8_t *hak_segment_page_area(hak_segment_t *seg, hak_page_t *page, size_t *size);
 void hak_huge_release(hak_segment_t *seg, size_t size);                    /* hak_huge.c: unmap */
 void hak_huge_cached_header(hak_segment_t *seg, size_t size);              /* hak_huge.c: joined */
-hak_segment_t *hak_huge_cache_segment(bool *dirty);                        /* hak_huge.c */
 
 #endif /* HAK_PURGE_H */

@@ -117,8 +117,6 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
     hak_page_kind_t kind = hak_class_kind(cls);
     hak_cached_state_t state = HAK_CACHED_CLEAN;
     hak_segment_t *seg = hak_cache_segment_take(kind, &state);
-    bool from_huge = false, huge_dirty = false;
-    if (!seg && (seg = hak_huge_cache_segment(&huge_dirty)) != NULL) from_huge = true;
     if (!seg) {
         seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
         if (!seg) return NULL;
@@ -128,8 +126,7 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
         seg->in_free_list = false;
         seg->used_pages = 0;
     } else {
-        uint64_t dirty = state == HAK_CACHED_OTHER ? hak_segment_dirty_slices(seg) :
-                         from_huge && huge_dirty ? ~(uint64_t)0 : 0;
+        uint64_t dirty = state == HAK_CACHED_OTHER ? hak_segment_dirty_slices(seg) : 0;
         hak_segment_format(seg, kind);
         unsigned per = 1u << (seg->page_shift - HAK_SLICE_SHIFT);
         uint64_t unit = per >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << per) - 1);

@@ -195,23 +195,6 @@ static void test_huge_calloc_zero(void)
     char *z = calloc(5, 4 * MiB);
     CHECK(z && pat_check_zero(z, 20 * MiB) == PAT_OK);
     free(z);
-    /* the part a realloc shrink gives back, and a grow's, reused by calloc */
-    for (size_t from = 12 * MiB; from <= 60 * MiB; from += 16 * MiB) {
-        for (size_t to = 3 * MiB; to < from; to += 9 * MiB) {
-            char *b = malloc(from);
-            if (!b)
-                continue;
-            memset(b, 0x3c, from);
-            char *c = realloc(b, to);
-            char *d = c ? realloc(c, from + 5 * MiB) : NULL;
-            if (d)
-                memset(d, 0x4d, from + 5 * MiB);
-            free(d ? d : c ? c : b);
-            char *y = calloc(1, from + 7 * MiB);
-            CHECKF(y && pat_check_zero(y, from + 7 * MiB) == PAT_OK, "calloc after realloc %zu -> %zu", from, to);
-            free(y);
-        }
-    }
 }
 
 /* run fn in a child; returns its wait status; its stderr goes to err */

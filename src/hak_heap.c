@@ -388,6 +388,9 @@ static bool hak_fork_queue_ok(const hak_heap_t *h, const hak_page_queue_t *q, in
 /* Whether everything an adopter or a sweeper of h walks is as its owner
  * leaves it between operations (read only). */
 static bool hak_fork_heap_ok(const hak_heap_t *h) {
+    /* a thread the fork left behind was inside the heap's free-slot
+     * bookkeeping (hak_purge.c): the lock stays taken in the child forever */
+    if (atomic_load_explicit(&h->slot_lock, memory_order_relaxed)) return false;
     /* bounds every walk: a list cut and rejoined by an operation in progress
      * could be a cycle */
     size_t budget = (size_t)atomic_load_explicit(&hak_counters.segments_in_use, memory_order_relaxed) *

@@ -416,11 +416,11 @@ static bool hak_fork_heap_ok(const hak_heap_t *h) {
                 if (page->in_use && page->needs_purge) return false;
                 used += page->in_use;
                 pending += page->needs_purge;
+                if (page->needs_purge) pending_k += page->dirty_kb;   /* as hak_purge.c counts it */
             }
             if (used != seg->used_pages || used >= (unsigned)(seg->page_count - seg->first_page) ||
                 pending != seg->purge_pending)
                 return false;
-            pending_k += ((uint64_t)pending << seg->page_shift) >> 10;
         }
     }
     return (uint32_t)pending_k == h->purge_pending_bytes_k;

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "hakmem.h"
 #include "pattern.h"
 
@@ -54,15 +55,6 @@ static long scaled(long n)
     return v < 1 ? 1 : v;
 }
 
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 /* heaps_created, or 0 without hakmem */
 static uint64_t heaps_created(void)
 {
@@ -70,24 +62,6 @@ static uint64_t heaps_created(void)
     if (!stats_get || stats_get(&st, sizeof st) != 0)
         return 0;
     return st.heaps_created;
-}
-
-/* resident set in KiB, from /proc/self/statm (no allocation) */
-static long rss_kib(void)
-{
-    char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    long size = 0, res = 0;
-    if (sscanf(buf, "%ld %ld", &size, &res) != 2)
-        return -1;
-    return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 /* a block with a pattern seeded from its address and size */

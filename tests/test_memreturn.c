@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "pattern.h"
 #include "../include/hakmem.h"
 
@@ -37,23 +38,6 @@ static hak_owns_fn_t owns;
 static const char *only;
 
 /* ---- helpers (none of them allocates) ---- */
-
-static long rss_kib(void)
-{
-    char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    long size = 0, res = 0;
-    if (sscanf(buf, "%ld %ld", &size, &res) != 2)
-        return -1;
-    return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static void sleep_ms(long ms)
 {
@@ -71,15 +55,6 @@ static int profile_is(const char *p)
 {
     const char *s = getenv("HAKMEM_PROFILE");
     return strcmp(s && *s ? s : "balanced", p) == 0;
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
 }
 
 /* every byte of every page, so RSS counts the whole block */

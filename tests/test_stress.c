@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "testutil.h"
 #include "pattern.h"
 
 #define KiB ((size_t)1024)
@@ -60,15 +61,6 @@ static long scaled(long n)
 {
     long v = (long)(n * scale);
     return v < 1 ? 1 : v;
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
 }
 
 /* mostly small, some medium, rarely up to 4 MiB */

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "fuzz_ops.h"
+#include "../testutil.h"
 
 static unsigned long n_files, n_random;
 
@@ -86,15 +87,6 @@ static void run_path(const char *path)
     qsort(sorted, k, sizeof sorted[0], name_cmp);
     for (size_t i = 0; i < k; i++)
         run_file(sorted[i]);
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
 }
 
 int main(int argc, char **argv)

@@ -221,7 +221,35 @@ static void fz_write(const char *s, size_t n) {
     }
 }
 
-/* No allocation on this path: the heap may be what is broken. */
+/* Ends a message whose first n bytes are in buf with fmt, a newline, and
+ * writes it.  No allocation: the heap may be what is broken. */
+static void fz_vline(char *buf, size_t cap, int n, const char *fmt, va_list ap) {
+    if (n < 0 || n >= (int)cap) n = 0;
+    int m = vsnprintf(buf + n, cap - (size_t)n - 1, fmt, ap);
+    if (m < 0) m = 0;
+    n += m;
+    if (n > (int)cap - 2) n = (int)cap - 2;
+    buf[n++] = '\n';
+    fz_write(buf, (size_t)n);
+}
+
+/* Keeps the input being replayed in the file crash (open/write/close only,
+ * so that the abort handler can call it too). */
+static bool fz_save_input(const char *crash) {
+    if (!crash || !fz_input) return false;
+    int fd = open(crash, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return false;
+    size_t left = fz_input_len;
+    const uint8_t *q = fz_input;
+    while (left > 0) {
+        ssize_t w = write(fd, q, left);
+        if (w <= 0) break;
+        q += w; left -= (size_t)w;
+    }
+    close(fd);
+    return true;
+}
+
 __attribute__((noreturn, format(printf, 1, 2)))
 static void fz_fail(const char *fmt, ...) {
     char buf[1024];
@@ -231,26 +259,15 @@ static void fz_fail(const char *fmt, ...) {
                      fz_input_name ? " " : "",
                      atomic_load(&fz_op_index), op >= 0 && op < OP_COUNT ? fz_op_names[op] : "cleanup",
                      fz_thread);
-    if (n < 0 || n >= (int)sizeof buf) n = 0;
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    fz_vline(buf, sizeof buf, n, fmt, ap);
     va_end(ap);
-    if (m < 0) m = 0;
-    n += m;
-    if (n > (int)sizeof buf - 2) n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
-    fz_write(buf, (size_t)n);
     const char *crash = getenv("FZ_CRASH_FILE");
-    if (crash && fz_input) {
-        FILE *f = fopen(crash, "wb");
-        if (f) {
-            fwrite(fz_input, 1, fz_input_len, f);
-            fclose(f);
-            fz_write("fuzz: input written to ", 23);
-            fz_write(crash, strlen(crash));
-            fz_write("\n", 1);
-        }
+    if (fz_save_input(crash)) {
+        fz_write("fuzz: input written to ", 23);
+        fz_write(crash, strlen(crash));
+        fz_write("\n", 1);
     }
     atomic_store(&fz_failed, 1);
     abort();
@@ -281,20 +298,7 @@ static void fz_abort_handler(int sig) {
     fz_put(&o, end, fz_thread);
     fz_put(&o, end, " thread)\n");
     fz_write(buf, (size_t)(o - buf));
-    const char *crash = fz_crash_file;
-    if (crash && fz_input) {
-        int fd = open(crash, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            size_t left = fz_input_len;
-            const uint8_t *q = fz_input;
-            while (left > 0) {
-                ssize_t w = write(fd, q, left);
-                if (w <= 0) break;
-                q += w; left -= (size_t)w;
-            }
-            close(fd);
-        }
-    }
+    fz_save_input(fz_crash_file);
 }
 
 void fz_report_aborts(void) {
@@ -314,13 +318,8 @@ static void fz_tr(const char *fmt, ...) {
     int n = snprintf(buf, sizeof buf, "fuzz: #%lu ", atomic_load(&fz_op_index));
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    fz_vline(buf, sizeof buf, n, fmt, ap);
     va_end(ap);
-    if (m < 0) m = 0;
-    n += m;
-    if (n > (int)sizeof buf - 2) n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
-    fz_write(buf, (size_t)n);
 }
 
 /* The pattern loops are most of the harness's time: they carry neither

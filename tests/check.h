@@ -16,10 +16,14 @@
 #ifndef HAK_TEST_CHECK_H
 #define HAK_TEST_CHECK_H
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char *chk_prefix = "test";
 static const char *chk_name = "?";
@@ -127,6 +131,38 @@ static int chk_common_option(int argc, char **argv, int *i)
         test_##fn();                                                          \
         chk_report();                                                         \
     } while (0)
+
+/* chk_fork(alarm_s): fork with stdio flushed (nothing buffered is printed
+ * twice); a failed fork is recorded; the child gets alarm(alarm_s) so that a
+ * deadlock ends it.  chk_wait(pid, what, k) waits for child number k and
+ * records a death by signal or a non-zero exit. */
+static inline pid_t chk_fork(unsigned alarm_s)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECKF(pid >= 0, "fork failed: errno %d", errno);
+    if (pid == 0 && alarm_s)
+        alarm(alarm_s);
+    return pid;
+}
+
+static inline void chk_wait(pid_t pid, const char *what, long k)
+{
+    int st = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    CHECKF(w == pid, "%s: waitpid failed: errno %d", what, errno);
+    if (w != pid)
+        return;
+    if (WIFSIGNALED(st))
+        CHECKF(0, "%s %ld: child killed by signal %d (%s)", what, k, WTERMSIG(st),
+               WTERMSIG(st) == SIGALRM ? "alarm: deadlocked or hung" : strsignal(WTERMSIG(st)));
+    else
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %ld: child exited with %d", what, k,
+               WEXITSTATUS(st));
+}
 
 static inline int check_exit_code(void) { return chk_total_failed ? 1 : 0; }
 

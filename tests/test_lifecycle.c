@@ -97,22 +97,6 @@ static void pfill_sparse(void *p, size_t size, uint64_t owner)
     memcpy((unsigned char *)p + (size / 8 - 1) * 8, &w, 8);
 }
 
-static void wait_child(pid_t pid, const char *what, long k)
-{
-    int st = 0;
-    pid_t w;
-    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-        ;
-    CHECKF(w == pid, "%s: waitpid failed: errno %d", what, errno);
-    if (w != pid)
-        return;
-    if (WIFSIGNALED(st))
-        CHECKF(0, "%s %ld: child killed by signal %d (%s)", what, k, WTERMSIG(st),
-               WTERMSIG(st) == SIGALRM ? "alarm: deadlocked or hung" : strsignal(WTERMSIG(st)));
-    else
-        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %ld: child exited with %d", what, k,
-               WEXITSTATUS(st));
-}
 
 /* ====================== tag_overflow ====================== */
 /* With the test build's tag counter started near the last tag, most of these
@@ -380,13 +364,10 @@ static void test_fork_stats(void)
         CHECK(pthread_create(&t[i], NULL, stats_thread, NULL) == 0);
     long rounds = scaled(300), k;
     for (k = 0; k < rounds && chk_failures() == 0; k++) {
-        fflush(stdout);
-        pid_t pid = fork();
-        CHECKF(pid >= 0, "fork failed: errno %d", errno);
+        pid_t pid = chk_fork(30);
         if (pid < 0)
             break;
         if (pid == 0) {
-            alarm(30);
             hakmem_stats_t st;
             stats_get(&st, sizeof st);
             malloc_stats();
@@ -394,7 +375,7 @@ static void test_fork_stats(void)
             free(p);
             _exit(st.heaps_created > 0 ? 0 : 3);
         }
-        wait_child(pid, "fork_stats child", k);
+        chk_wait(pid, "fork_stats child", k);
     }
     atomic_store(&stats_stop, 1);
     for (int i = 0; i < 2; i++)
@@ -509,14 +490,10 @@ static void test_fork_adopt(void)
     fill_blocks(mine, 200, 42, &r);
     long forks = scaled(20), k;
     for (k = 0; k < forks && chk_failures() == 0; k++) {
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        CHECKF(pid >= 0, "fork failed: errno %d", errno);
+        pid_t pid = chk_fork(60);
         if (pid < 0)
             break;
         if (pid == 0) {
-            alarm(60);
             int bad = 0;
             /* the other threads' blocks: remote frees into heaps whose
              * threads do not exist here; huge ones unmapped */
@@ -538,7 +515,7 @@ static void test_fork_adopt(void)
                         (unsigned long long)(h2 - h1), (unsigned long long)h1, (unsigned long long)h2);
             _exit(bad ? 1 : h2 != h1 ? 2 : 0);
         }
-        wait_child(pid, "fork_adopt child", k);
+        chk_wait(pid, "fork_adopt child", k);
     }
     pthread_barrier_wait(&ad_release);
     for (int i = 0; i < AD_THREADS; i++)
@@ -607,17 +584,13 @@ static void test_fork_busy(void)
     uint64_t grew = 0;
     for (k = 0; k < forks && chk_failures() == 0; k++) {
         usleep(2000);       /* let the threads run between forks */
-        fflush(stdout);
-        fflush(stderr);
         int fds[2];
         if (pipe(fds) != 0)
             fds[0] = fds[1] = -1;
-        pid_t pid = fork();
-        CHECKF(pid >= 0, "fork failed: errno %d", errno);
+        pid_t pid = chk_fork(60);
         if (pid < 0)
             break;
         if (pid == 0) {
-            alarm(60);
             int bad = 0;
             for (int i = 0; i < BUSY_THREADS; i++)
                 for (int s = 0; s < BUSY_SLOTS; s++) {
@@ -644,7 +617,7 @@ static void test_fork_busy(void)
         if (read(fds[0], &d, sizeof d) == sizeof d)
             grew += d;
         close(fds[0]);
-        wait_child(pid, "fork_busy child", k);
+        chk_wait(pid, "fork_busy child", k);
     }
     atomic_store(&busy_stop, 1);
     for (int i = 0; i < BUSY_THREADS; i++)
@@ -689,10 +662,7 @@ static void test_fork_chain(void)
     long gens = scaled(40), first = gens / 4;
     int fds[2];
     CHECK(pipe(fds) == 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t root = fork();
-    CHECKF(root >= 0, "fork failed: errno %d", errno);
+    pid_t root = chk_fork(0);
     if (root < 0)
         return;
     if (root == 0) {
@@ -740,7 +710,7 @@ static void test_fork_chain(void)
     chain_result_t res;
     ssize_t n = read(fds[0], &res, sizeof res);
     close(fds[0]);
-    wait_child(root, "fork chain", 0);
+    chk_wait(root, "fork chain", 0);
     CHECKF(n == sizeof res, "the last generation reported nothing");
     if (n != sizeof res)
         return;

@@ -480,10 +480,7 @@ static void test_fork(void)
     long rounds = scaled(12);
     int done = 0;
     for (long k = 0; k < rounds && !expired(); k++, done++) {
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        CHECKF(pid >= 0, "fork failed: errno %d", errno);
+        pid_t pid = chk_fork(0);
         if (pid < 0)
             break;
         if (pid == 0)
@@ -494,16 +491,7 @@ static void test_fork(void)
             if (alloc_item(&it, &r, 5001))
                 free_item(&it, "parent during fork");
         }
-        int st = 0;
-        pid_t w;
-        while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-            ;
-        CHECKF(w == pid, "waitpid failed: errno %d", errno);
-        if (WIFSIGNALED(st))
-            CHECKF(0, "fork child %ld killed by signal %d", k, WTERMSIG(st));
-        else
-            CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork child %ld exited with %d", k,
-                   WEXITSTATUS(st));
+        chk_wait(pid, "fork child", k);
     }
     atomic_store(&bg_stop, 1);
     for (int i = 0; i < NBG; i++)

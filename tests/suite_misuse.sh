@@ -55,29 +55,37 @@ expect crash.handler_off        "$REL_SO" corrupt_freelist $SEGV "^$" HAKMEM_CRA
 expect crash.program_handler_outside "$REL_SO" own_handler_outside 42 "^$"
 expect crash.program_handler_inside  "$REL_SO" own_handler_inside 42 "^$"
 
-# heaps of exited threads are adopted, not stranded: 200 thread generations,
-# each freeing its predecessor's blocks first, may create only a few heaps
+# heaps of exited threads are adopted, not stranded: 2000 thread generations,
+# each freeing its predecessor's blocks first, may create only a few heaps.
+# Two threads of the chain and main are alive at once when the machine is
+# idle (3-4 heaps); under load exiting threads pile up for a moment (7 seen
+# at a load of 10 on 2 cores).  A stranded heap per generation or per few
+# generations would pass 16 long before the 2000th.
 out=$(LD_PRELOAD="$REL_SO" timeout 60 "$BIN" thread_generations 2>&1)
 created=$(sed -n 's/.*heaps_created=\([0-9]*\).*/\1/p' <<<"$out")
 adopted=$(sed -n 's/.*heaps_adopted=\([0-9]*\).*/\1/p' <<<"$out")
-if [[ -n $created && $created -le 4 && ${adopted:-0} -ge 190 ]]; then
+if [[ -n $created && $created -le 16 && ${adopted:-0} -ge 1980 ]]; then
     pass heaps.thread_generations_reuse
 else
     fail heaps.thread_generations_reuse "created=${created:-?} adopted=${adopted:-?}: $(head -c 200 <<<"$out")"
 fi
 
-# a larson server (8 chains of detached threads, 200 generations): an
+# a larson server (8 chains of detached threads, 2000 generations): an
 # exiting thread frees blocks after its heap was abandoned (glibc's own
 # teardown); it must not take a heap then, which would never be abandoned.
-# Fixed: 9-10 heaps; with that bug: 14-36.
+# At most two threads per chain and main are alive at once (17); a thread
+# that starts while another sweeps makes a new heap rather than wait, so
+# twice that bounds a correct run (seen: 9-10 idle, 18-19 under a load of
+# 10 on 2 cores).  With that bug: 14-36 heaps after 200 generations, growing
+# with the generations.
 LARSON=$ROOT/build/bench/larson
 if need heaps.larson_exit_frees "$LARSON"; then
-    out=$(HAKMEM_STATS=1 LD_PRELOAD="$REL_SO" timeout 60 "$LARSON" 8 200 2000 1000 2>&1)
+    out=$(HAKMEM_STATS=1 LD_PRELOAD="$REL_SO" timeout 60 "$LARSON" 8 2000 200 1000 2>&1)
     created=$(sed -n 's/.*heaps created \([0-9]*\),.*/\1/p' <<<"$out")
-    if [[ -n $created && $created -le 12 ]] && grep -q 'hakmem_owned=1' <<<"$out"; then
+    if [[ -n $created && $created -le 34 ]] && grep -q 'hakmem_owned=1' <<<"$out"; then
         pass heaps.larson_exit_frees
     else
-        fail heaps.larson_exit_frees "heaps created ${created:-?} (want <= 12)"
+        fail heaps.larson_exit_frees "heaps created ${created:-?} over 16,000 threads (want <= 34)"
     fi
 fi
 

@@ -28,7 +28,7 @@ static void on_segv(int sig) { (void)sig; _exit(42); }
  * allocates its own, starts its successor and exits. */
 static pthread_mutex_t gen_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gen_cv = PTHREAD_COND_INITIALIZER;
-static int gen_left = 200;
+static int gen_left = 2000;
 static pthread_attr_t gen_attr;
 static void *generation(void *arg) {
     void **blocks = arg;

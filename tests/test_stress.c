@@ -14,6 +14,7 @@
  *                  inherited blocks, allocates, frees, and reports by exit code
  *   mixed          per-thread random malloc/calloc/aligned/realloc/free mix,
  *                  sizes up to 4 MiB
+ *   medium_reuse   8..64 KiB blocks at random, batches freed by another thread
  * SCALE multiplies the operation counts (default 1: a few seconds in total);
  * SECONDS caps each phase's wall time (default 4) so slow builds stay bounded.
  * There are no timing asserts.
@@ -550,6 +551,70 @@ static void test_mixed(void)
     run_threads(nthreads, mixed_thread);
 }
 
+/* Blocks of 8..64 KiB (classes without malloc's fast path, which take the
+ * block freed last into their page first): random malloc/free over a
+ * working set, a batch freed by another thread now and then (remote frees
+ * wait while local ones are reused), contents checked before every free.
+ * With hakmem, a block freed next to a live one of its page comes back
+ * first. */
+#define MEDIUM_SLOTS 96
+static item_t *medium_batch[MEDIUM_SLOTS];
+static int medium_batch_n;
+static void *medium_remote_thread(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < medium_batch_n; i++)
+        free_item(medium_batch[i], "medium remote");
+    return NULL;
+}
+
+static void test_medium_reuse(void)
+{
+    item_t slots[MEDIUM_SLOTS] = {{0}};
+    uint64_t r = 0x6d656469756dULL;
+    long iters = scaled(200000);
+    for (long i = 0; i < iters && !expired(); i++) {
+        item_t *it = &slots[rnd(&r) % MEDIUM_SLOTS];
+        if (it->p) {
+            free_item(it, "medium free");
+        } else {
+            it->size = 8 * KiB + rnd(&r) % (56 * KiB + 1);
+            it->p = malloc(it->size);
+            CHECKF(it->p != NULL, "malloc(%zu) failed", it->size);
+            if (!it->p) return;
+            fill_item(it, 1);
+        }
+        if (i % 5000 == 4999) {        /* another thread frees every other live block */
+            medium_batch_n = 0;
+            for (int k = 0; k < MEDIUM_SLOTS; k += 2)
+                if (slots[k].p) medium_batch[medium_batch_n++] = &slots[k];
+            pthread_t t;
+            CHECK(pthread_create(&t, NULL, medium_remote_thread, NULL) == 0);
+            pthread_join(t, NULL);
+        }
+    }
+    for (int k = 0; k < MEDIUM_SLOTS; k++)
+        if (slots[k].p) free_item(&slots[k], "medium final");
+    if (!owns)
+        return;
+    int checked = 0;
+    for (int attempt = 0; attempt < 8 && !checked; attempt++) {
+        size_t s = 20000;
+        char *a = malloc(s), *x = malloc(s);
+        CHECK(a && x);
+        if (a && x && (size_t)(a > x ? a - x : x - a) == malloc_usable_size(a)) {
+            free(a);
+            char *c = malloc(s);
+            CHECKF(c == a, "malloc(%zu) after free(%p) gave %p, not the block freed last", s, (void *)a, (void *)c);
+            a = c;
+            checked = 1;
+        }
+        free(a);
+        free(x);
+    }
+    CHECK(checked);
+}
+
 static void test_served(void)
 {
     if (!expect_hakmem)
@@ -600,5 +665,6 @@ int main(int argc, char **argv)
     PHASE(realloc_cross);
     PHASE(fork);
     PHASE(mixed);
+    PHASE(medium_reuse);
     return check_exit_code();
 }

@@ -148,18 +148,28 @@ void hak_page_retire(hak_page_t *page) {
 
 /* ---- malloc slow path ---- */
 
+/* Exhausted pages a walk leaves in the class queue before it moves the rest
+ * to the full queue: a class with a few live blocks per page (medium
+ * classes) then takes its pages' frees back on the fast free path, without
+ * the round trip through heap->full (hak_page_to_full, and a slow free with
+ * hak_page_unfull); the walk stays bounded. */
+#define HAK_QUEUE_KEEP_FULL 2
+
 static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     hak_heap_process_delayed(heap);
     hak_page_queue_t *q = &heap->queues[cls];
     /* Reuse freed blocks of any page before carving fresh memory from one:
      * the carved (touched) memory then follows the class's real peak. */
     hak_page_t *page = q->first, *extendable = NULL;
+    unsigned kept = 0;
     while (page) {
         hak_page_t *next = page->next;
         hak_page_free_collect(page);
         if (page->free) break;
         if (page->capacity < page->reserved) {
             if (!extendable) extendable = page;
+        } else if (kept < HAK_QUEUE_KEEP_FULL) {
+            kept++;
         } else if (!hak_page_to_full(heap, page)) {
             hak_page_free_collect(page);
             if (page->free) break;

@@ -148,18 +148,28 @@ void hak_page_retire(hak_page_t *page) {
 
 /* ---- malloc slow path ---- */
 
-static hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
+/* Exhausted pages a walk leaves in the class queue before it moves the rest
+ * to the full queue: a class with a few live blocks per page (medium
+ * classes) then takes its pages' frees back on the fast free path, without
+ * the round trip through heap->full (hak_page_to_full, and a slow free with
+ * hak_page_unfull); the walk stays bounded. */
+#define HAK_QUEUE_KEEP_FULL 2
+
+static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     hak_heap_process_delayed(heap);
     hak_page_queue_t *q = &heap->queues[cls];
     /* Reuse freed blocks of any page before carving fresh memory from one:
      * the carved (touched) memory then follows the class's real peak. */
     hak_page_t *page = q->first, *extendable = NULL;
+    unsigned kept = 0;
     while (page) {
         hak_page_t *next = page->next;
         hak_page_free_collect(page);
         if (page->free) break;
         if (page->capacity < page->reserved) {
             if (!extendable) extendable = page;
+        } else if (kept < HAK_QUEUE_KEEP_FULL) {
+            kept++;
         } else if (!hak_page_to_full(heap, page)) {
             hak_page_free_collect(page);
             if (page->free) break;
@@ -197,6 +207,19 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     }
     unsigned cls = hak_size_class(size);
     hak_page_t *page = heap->queues[cls].first;
+    hak_block_t *b;
+    if (size > HAK_DIRECT_MAX && page != NULL && (b = page->local_free) != NULL) {
+        /* Classes without a fast path (above 2 KiB) take the block this
+         * thread freed last into the class's current page: its first line
+         * is likely still in cache, while the head of page->free may have
+         * been freed long ago (random_large).  Remote and delayed frees
+         * wait, as they do while page->free lasts. */
+        page->local_free = b->next;
+        b->key = 0;
+        page->used++;
+        if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[cls]);
+        return b;
+    }
     if (page && !page->free) {
         /* The common refill: this thread's own frees become the allocation
          * list, when no remote or delayed frees wait to be collected. */
@@ -214,7 +237,7 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
         page = hak_find_page(heap, cls);
         if (!page) { errno = ENOMEM; return NULL; }
     }
-    hak_block_t *b = page->free;
+    b = page->free;
     page->free = b->next;
     b->key = 0;
     page->used++;

@@ -14,6 +14,7 @@
  *                  inherited blocks, allocates, frees, and reports by exit code
  *   mixed          per-thread random malloc/calloc/aligned/realloc/free mix,
  *                  sizes up to 4 MiB
+ *   medium_reuse   8..64 KiB blocks at random, batches freed by another thread
  * SCALE multiplies the operation counts (default 1: a few seconds in total);
  * SECONDS caps each phase's wall time (default 4) so slow builds stay bounded.
  * There are no timing asserts.
@@ -538,6 +539,76 @@ static void test_mixed(void)
     run_threads(nthreads, mixed_thread);
 }
 
+/* Blocks of 8..64 KiB (classes without malloc's fast path, which take the
+ * block freed last into their page first): random malloc/free over a
+ * working set, a batch freed by another thread now and then (remote frees
+ * wait while local ones are reused), contents checked before every free.
+ * With hakmem, the block freed last comes back first. */
+#define MEDIUM_SLOTS 96
+static item_t *medium_batch[MEDIUM_SLOTS];
+static int medium_batch_n;
+static void *medium_remote_thread(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < medium_batch_n; i++)
+        free_item(medium_batch[i], "medium remote");
+    return NULL;
+}
+
+static void test_medium_reuse(void)
+{
+    item_t slots[MEDIUM_SLOTS] = {{0}};
+    uint64_t r = 0x6d656469756dULL;
+    long iters = scaled(200000);
+    for (long i = 0; i < iters && !expired(); i++) {
+        item_t *it = &slots[rnd(&r) % MEDIUM_SLOTS];
+        if (it->p) {
+            free_item(it, "medium free");
+        } else {
+            it->size = 8 * KiB + rnd(&r) % (56 * KiB + 1);
+            it->p = malloc(it->size);
+            CHECKF(it->p != NULL, "malloc(%zu) failed", it->size);
+            if (!it->p) return;
+            fill_item(it, 1);
+        }
+        if (i % 5000 == 4999) {        /* another thread frees every other live block */
+            medium_batch_n = 0;
+            for (int k = 0; k < MEDIUM_SLOTS; k += 2)
+                if (slots[k].p) medium_batch[medium_batch_n++] = &slots[k];
+            pthread_t t;
+            CHECK(pthread_create(&t, NULL, medium_remote_thread, NULL) == 0);
+            pthread_join(t, NULL);
+        }
+    }
+    for (int k = 0; k < MEDIUM_SLOTS; k++)
+        if (slots[k].p) free_item(&slots[k], "medium final");
+    if (!owns)
+        return;
+    /* with 64 live blocks of the class (no page of it empties), free one
+     * and allocate again: the block comes straight back */
+    enum { HOLD = 64, TRIES = 32 };
+    size_t s = 20000;
+    char *hold[HOLD];
+    for (int k = 0; k < HOLD; k++) {
+        hold[k] = malloc(s);
+        CHECK(hold[k] != NULL);
+    }
+    int same = 0;
+    for (int t = 0; t < TRIES; t++) {
+        char *a = malloc(s);
+        CHECK(a != NULL);
+        free(a);
+        char *c = malloc(s);
+        CHECK(c != NULL);
+        same += c == a;
+        free(c);
+    }
+    CHECKF(same >= TRIES * 3 / 4, "malloc(%zu) right after a free gave the block freed last %d times of %d",
+           s, same, TRIES);
+    for (int k = 0; k < HOLD; k++)
+        free(hold[k]);
+}
+
 static void test_served(void)
 {
     if (!expect_hakmem)
@@ -588,5 +659,6 @@ int main(int argc, char **argv)
     PHASE(realloc_cross);
     PHASE(fork);
     PHASE(mixed);
+    PHASE(medium_reuse);
     return check_exit_code();
 }

@@ -269,6 +269,17 @@ typedef struct hak_heap_s {
      * page slots (hak_purge.c), written with the slot lock held */
     _Atomic int slot_lock;
     uint64_t demand_bytes, demand_at_ms, regret_bytes, regret_at_ms;
+    /* public heaps (hakmem_heap_new, hak_heap_api.c, docs/heaps.md): a heap
+     * no thread has as its default.  parent is the default heap of the
+     * thread that made it (NULL for every thread heap): only the thread whose
+     * hak_tls_heap == parent may use it, and its own plain frees of the
+     * heap's blocks go the remote way (the region map holds the public
+     * heap's tag, not the thread's).  pub_magic says live or destroyed;
+     * pub_next links destroyed heaps kept for reuse (their tag with them).
+     * State stays HAK_HEAP_OWNED: nobody adopts or sweeps a public heap. */
+    struct hak_heap_s *parent;
+    struct hak_heap_s *pub_next;
+    uint32_t pub_magic;
 } hak_heap_t;
 
 #endif /* HAK_TYPES_H */

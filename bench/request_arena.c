@@ -2,7 +2,7 @@
  *
  * usage: request_arena [REQUESTS=20000] [BLOCKS=300] [MODE=free] [SEED=1]
  * Each request allocates BLOCKS blocks of 16 B..4 KiB (most small: tree
- * nodes of 48 B, strings of 16..256 B, a few buffers up to 4 KiB), links the
+ * nodes of 32 B, strings of 16..256 B, a few buffers up to 4 KiB), links the
  * nodes into a tree (each node holds a child array and a string), writes
  * every block and walks the tree once, then releases everything:
  *   MODE=free     every block with free(), walking the tree (any allocator)

@@ -34,14 +34,18 @@ static void hak_pub_child(void) { pthread_mutex_init(&hak_pub_lock, NULL); }
 static void hak_pub_init(void) { pthread_atfork(hak_pub_prepare, hak_pub_parent, hak_pub_child); }
 
 /* The misuse checks every hakmem_heap_* call makes: a NULL heap, a destroyed
- * (or deleted) one, something else, a heap of another thread. */
-static hak_heap_t *hak_pub_check(hakmem_heap_t *hh, const char *op) {
-    hak_heap_t *h = (hak_heap_t *)hh;
+ * (or deleted) one, something else, a heap of another thread.  The common
+ * case in two compares (a dead heap has no parent); the report out of line. */
+static HAK_NOINLINE void hak_pub_report(hak_heap_t *h, const char *op) {
     if (!h) hak_fatal(op, "NULL heap", NULL);
     uint32_t magic = __atomic_load_n(&h->pub_magic, __ATOMIC_ACQUIRE);
     if (magic == HAK_PUB_DEAD) hak_fatal(op, "heap already destroyed or deleted", h);
     if (magic != HAK_PUB_LIVE || !h->parent) hak_fatal(op, "invalid heap (not made by hakmem_heap_new)", h);
     if (h->parent != hak_tls_heap) hak_fatal(op, "heap used from a thread that does not own it", h);
+}
+HAK_INLINE hak_heap_t *hak_pub_check(hakmem_heap_t *hh, const char *op) {
+    hak_heap_t *h = (hak_heap_t *)hh;
+    if (hak_unlikely(!h || h->parent != hak_tls_heap || h->pub_magic != HAK_PUB_LIVE)) hak_pub_report(h, op);
     return h;
 }
 
@@ -61,13 +65,18 @@ HAK_EXPORT hakmem_heap_t *hakmem_heap_new(void) {
     return (hakmem_heap_t *)h;
 }
 
-/* A heap whose pages and segments are all gone: empty queues, and on the
- * free list for reuse. */
+/* A heap whose pages are all gone goes on the free list for reuse.  The
+ * first one there keeps its empty segments (at most one per kind: the rest
+ * went back as their last page did), so that the next heap of a program
+ * that makes one heap per request starts with them, without a trip through
+ * the segment cache; their free slots are purged by the decay as any heap's.
+ * Any other dead heap gives them back. */
 static void hak_pub_retire(hak_heap_t *h) {
-    for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) h->direct[i] = &hak_page_empty;
-    memset(h->queues, 0, sizeof h->queues);
-    memset(&h->full, 0, sizeof h->full);
-    if (HAK_DEBUG_ENABLED) {
+    pthread_mutex_lock(&hak_pub_lock);
+    bool keep = hak_pub_free == NULL;
+    pthread_mutex_unlock(&hak_pub_lock);
+    if (!keep) hak_segment_release_empty(h);
+    if (HAK_DEBUG_ENABLED && !keep) {
         for (int k = 0; k < HAK_PAGE_KINDS; k++)
             if (h->segs[k].first) hak_fatal("hakmem_heap_destroy()", "segment left in a dead heap", h);
         if (h->purge_pending_bytes_k) hak_fatal("hakmem_heap_destroy()", "purge accounting left in a dead heap", h);
@@ -85,14 +94,17 @@ HAK_EXPORT void hakmem_heap_destroy(hakmem_heap_t *hh) {
     /* remote frees into full pages: their pages go now */
     atomic_store_explicit(&h->xdelayed, NULL, memory_order_relaxed);
     for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
-        hak_page_t *page = c < HAK_CLASS_COUNT ? h->queues[c].first : h->full.first;
+        hak_page_queue_t *q = c < HAK_CLASS_COUNT ? &h->queues[c] : &h->full;
+        hak_page_t *page = q->first;
+        if (!page) continue;
+        q->first = q->last = NULL;
+        if (c < HAK_CLASS_COUNT) hak_queue_set_direct(h, c);
         while (page) {
             hak_page_t *next = page->next;
             hak_segment_page_free(h, page);   /* capacity 0, not in use: later frees are reported */
             page = next;
         }
     }
-    hak_segment_release_empty(h);
     hak_pub_retire(h);
 }
 
@@ -116,7 +128,6 @@ HAK_EXPORT void hakmem_heap_delete(hakmem_heap_t *hh) {
             hak_queue_push_back(to, page);
         }
     }
-    hak_segment_release_empty(h);       /* (none left; kept for the debug check) */
     hak_pub_retire(h);
 }
 

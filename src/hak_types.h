@@ -22,6 +22,9 @@
  *           owns.  A heap is reached through one initial-exec TLS pointer.
  *           Heaps are never unmapped: an exited thread's heap is abandoned and
  *           later adopted whole by a new thread (or swept by others).
+ * public heap  A heap a program made with hakmem_heap_new (hak_heap_api.c,
+ *           docs/heaps.md): no thread's default heap, used only by the thread
+ *           whose default heap is its parent; destroyed or deleted whole.
  * size class  One of HAK_CLASS_COUNT block sizes.  16..128 step 16, then 8
  *           classes per power of two (12.5% apart) up to 2 MiB.
  * local free  A free by the thread that owns the block's heap: a push onto

@@ -10,7 +10,7 @@
 # same binary (peers and hakmem via LD_PRELOAD), see docs/benchmarks.md.
 BENCH_DIR    := $(BUILD)/bench
 BENCH_NAMES  := random_mixed larson prodcons thread_churn churn_mixed false_sharing \
-                realloc_growth large_blocks large_heap fragmentation
+                realloc_growth large_blocks large_heap fragmentation request_arena
 BENCH_BINS   := $(addprefix $(BENCH_DIR)/,$(BENCH_NAMES))
 BENCH_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -pthread -Wall -Wextra -Wno-unused-parameter
 BENCH_LDLIBS := -pthread -ldl -lm

@@ -61,10 +61,16 @@ BASELINE = "mimalloc"
 CANDIDATE = "candidate"
 
 
-def _w(name, binary, smoke, quick, full, strace_args=None):
+def _w(name, binary, smoke, quick, full, strace_args=None, only=None):
+    """only: the allocators the workload runs under (default every one; the
+    candidate runs wherever hakmem does)"""
     return {"name": name, "bin": binary,
             "args": {"smoke": smoke, "quick": quick, "full": full},
-            "strace_args": strace_args}
+            "strace_args": strace_args, "only": only}
+
+
+def _runs_under(w, alloc):
+    return not w["only"] or alloc in w["only"] or (alloc == CANDIDATE and "hakmem" in w["only"])
 
 
 def _no_sleep(args):
@@ -100,6 +106,13 @@ WORKLOADS += [
        ["2", "250", "1000"]),
     _w("fragmentation", "fragmentation", ["4", "1", "10"], ["64", "1", "1000"],
        ["256", "1", "1000"], strace_args=_no_sleep),
+    # issue 14: per-request trees of 16 B..4 KiB blocks; freed one by one
+    # (every allocator), or all at once with the heap API: hakmem_heap_destroy
+    # against mimalloc's mi_heap_destroy (the only two with one)
+    _w("request_arena", "request_arena", ["200", "300", "free"], ["20000", "300", "free"],
+       ["60000", "300", "free"]),
+    _w("request_arena_destroy", "request_arena", ["200", "300", "destroy"],
+       ["20000", "300", "destroy"], ["60000", "300", "destroy"], only=("hakmem", "mimalloc")),
 ]
 
 
@@ -238,9 +251,12 @@ def summarize(runs, allocs, workloads, sysc):
     rows = []
     for wl in workloads:
         med = {}
+        wl_rows = []
         for a, _ in allocs:
             ok = [r.fields for r in runs if r.workload == wl and r.alloc == a and r.fields]
             failed = [r for r in runs if r.workload == wl and r.alloc == a and r.error]
+            if not ok and not failed:
+                continue            # not run under this allocator (_w's only)
             row = {"workload": wl, "allocator": a, "runs": len(ok), "failed_runs": len(failed)}
             if ok:
                 tput = [f["ops_per_sec"] for f in ok]
@@ -266,9 +282,10 @@ def summarize(runs, allocs, workloads, sysc):
                     row[n + "_calls"] = counts.get(n, 0)
                 row["strace_ops"] = ops
             rows.append(row)
-        base = [r for r in rows[-len(allocs):] if r["allocator"] == BASELINE]
+            wl_rows.append(row)
+        base = [r for r in wl_rows if r["allocator"] == BASELINE]
         base_faults = base[0].get("minflt_per_op") if base else None
-        for row in rows[-len(allocs):]:
+        for row in wl_rows:
             row["ratio_vs_" + BASELINE] = stats.ratio(med.get(row["allocator"]), med.get(BASELINE))
             row["faults_ratio_vs_" + BASELINE] = stats.ratio(row.get("minflt_per_op"), base_faults)
     geo = {}
@@ -469,14 +486,14 @@ def main():
     if load0[0] > 0.5 * (os.cpu_count() or 1):
         print("WARNING: machine busy before the run (load average %.2f %.2f %.2f on %d CPUs); "
               "expect a high CV" % (load0 + (os.cpu_count() or 0,)), file=sys.stderr)
-    total = reps * len(wls) * len(allocs)
+    total = reps * sum(1 for w in wls for a, _ in allocs if _runs_under(w, a))
     print("hakmem benchmark: profile=%s reps=%d workloads=%d allocators=%s" %
           (profile, reps, len(wls), ",".join(a for a, _ in allocs)))
     print("machine: " + machine_description())
     for a, p in allocs:
         print("  %-9s %s" % (a, p or "(no preload: glibc)"))
     print("timed runs: %d (interleaved), then %d strace runs" %
-          (total, 0 if not strace else len(wls) * len(allocs)))
+          (total, 0 if not strace else total // reps))
     sys.stdout.flush()
 
     t_start = time.monotonic()
@@ -485,6 +502,8 @@ def main():
         for w in wls:
             argv = [os.path.join(args.bin_dir, w["bin"])] + w["args"][profile]
             for a, lib in allocs:
+                if not _runs_under(w, a):
+                    continue
                 n += 1
                 rc, out, err, usage = run_child(argv, lib, args.timeout)
                 run = Run(w["name"], a, rep, usage=usage)
@@ -522,6 +541,8 @@ def main():
             if w["strace_args"]:
                 bargs = w["strace_args"](bargs)
             for a, lib in allocs:
+                if not _runs_under(w, a):
+                    continue
                 argv = [strace, "-f", "--seccomp-bpf", "-c", "-o", trace_file,
                         "-e", "trace=" + ",".join(stats.TRACED_SYSCALLS)]
                 if lib:

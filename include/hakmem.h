@@ -97,6 +97,58 @@ void hakmem_stats_print(void);
  * this call released nothing; 1 does not prove that it did. */
 int hakmem_collect(void);
 
+/* ---- first-class heaps (docs/heaps.md) ----
+ *
+ * A heap serves blocks that share one lifetime and can be freed all at once.
+ * It belongs to the thread that made it: only that thread may allocate from
+ * it, destroy, delete, visit it or read its stats; any other use, a NULL
+ * heap and a destroyed one are reported and abort.  Its blocks are ordinary
+ * hakmem blocks: free, realloc and malloc_usable_size take them from any
+ * thread.  Blocks up to HAKMEM_HEAP_MAX_SIZE; a larger request fails with
+ * ENOMEM. */
+typedef struct hakmem_heap_s hakmem_heap_t;
+#define HAKMEM_HEAP_MAX_SIZE ((size_t)2 << 20)
+
+/* A new empty heap owned by the calling thread; NULL (errno ENOMEM) if
+ * memory is short. */
+hakmem_heap_t *hakmem_heap_new(void);
+void *hakmem_heap_malloc(hakmem_heap_t *heap, size_t size);
+void *hakmem_heap_calloc(hakmem_heap_t *heap, size_t n, size_t size);
+/* p: any block (or NULL); the result is heap's (p itself when it is heap's
+ * and the size still fits). */
+void *hakmem_heap_realloc(hakmem_heap_t *heap, void *p, size_t size);
+void *hakmem_heap_aligned_alloc(hakmem_heap_t *heap, size_t alignment, size_t size);
+/* Free every block of the heap at once, in time proportional to its pages.
+ * A block of it that is freed (or realloc'ed, or asked its size) later, by
+ * any thread, is a use after free: hakmem reports it while the memory has
+ * not been handed out again (docs/heaps.md says when that is). */
+void hakmem_heap_destroy(hakmem_heap_t *heap);
+/* Give the heap up; its live blocks move to the calling thread's default
+ * heap and stay valid. */
+void hakmem_heap_delete(hakmem_heap_t *heap);
+
+/* Called for each live block: the pointer the allocation returned and its
+ * usable size.  Return 0 to go on; anything else stops the walk, and the
+ * walk returns it.  The callback must not allocate or free. */
+typedef int (*hakmem_visit_fn)(void *block, size_t usable_size, void *arg);
+/* Every live block of heap (owner thread only); remote frees that race with
+ * the walk may show their block as live.  Returns 0 or the callback's stop value. */
+int hakmem_heap_visit(hakmem_heap_t *heap, hakmem_visit_fn fn, void *arg);
+/* Every live block of the process: every thread's heap (exited threads'
+ * too), every public heap, every huge block.  Needs quiescence: no other
+ * thread may allocate or free while it runs. */
+int hakmem_visit(hakmem_visit_fn fn, void *arg);
+
+typedef struct hakmem_heap_stats_s {
+    uint64_t blocks_in_use;   /* live blocks (as hakmem_heap_visit counts them) */
+    uint64_t bytes_in_use;    /* the sum of their usable sizes */
+    uint64_t pages;           /* pages the heap holds */
+    uint64_t page_bytes;      /* bytes those pages hold blocks in */
+} hakmem_heap_stats_t;
+/* Fill the first size bytes of *out (pass sizeof *out), as hakmem_stats_get.
+ * Returns 0, or -1 if out is NULL. */
+int hakmem_heap_stats(hakmem_heap_t *heap, hakmem_heap_stats_t *out, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

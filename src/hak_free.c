@@ -115,7 +115,11 @@ void hak_heap_process_delayed(hak_heap_t *heap) {
     while (b) {
         hak_block_t *next = b->next;
         hak_segment_t *seg = hak_segment_of(b);
-        hak_free_local(heap, hak_page_of(seg, b), b);
+        hak_page_t *page = hak_page_of(seg, b);
+        if (hak_likely(seg->heap == heap)) hak_free_local(heap, page, b);
+        /* a remote freer read the owner before hakmem_heap_delete moved the
+         * page to another heap: free it there (if the page still lives) */
+        else if (seg->heap && page->in_use) hak_free_block(seg, page, b);
         b = next;
     }
 }

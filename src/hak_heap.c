@@ -149,7 +149,13 @@ static hak_heap_t *hak_heap_acquire(int state, hak_heap_t *prefer) {
         if (state == HAK_HEAP_OWNED) hak_count(heaps_adopted);
         return heap;
     }
-    heap = hak_meta_alloc(sizeof *heap);
+    return hak_heap_make(state);
+}
+
+/* A fresh heap in state, with a tag of its own, on the list of every heap
+ * (also the public heaps' constructor: hak_heap_api.c). */
+hak_heap_t *hak_heap_make(int state) {
+    hak_heap_t *heap = hak_meta_alloc(sizeof *heap);
     if (!heap) return NULL;
     hak_heap_init(heap);
     atomic_store_explicit(&heap->state, state, memory_order_relaxed);
@@ -473,7 +479,9 @@ static void hak_fork_child_heaps(void) {
     size_t abandoned = 0, forked = 0;
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed); h; h = h->next_all) {
         int st = atomic_load_explicit(&h->state, memory_order_relaxed);
-        if (h == self || st == HAK_HEAP_LOST) continue;
+        /* public heaps stay their thread's: the forking thread's still work,
+         * the others' are left alone (their thread is gone) */
+        if (h == self || st == HAK_HEAP_LOST || h->parent) continue;
         if (st == HAK_HEAP_ABANDONED) {
             abandoned++;
         } else {   /* OWNED, BUSY, FORKED (a fork before this child's parent settled) */

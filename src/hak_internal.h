@@ -151,6 +151,7 @@ void *hak_malloc_late(size_t size);             /* malloc for a thread whose exi
                                                    (hak_tls_exiting), from a borrowed heap */
 void hak_heap_collect(hak_heap_t *heap, bool force_purge);
 size_t hak_sweep_abandoned(bool force_purge);
+hak_heap_t *hak_heap_make(int state);          /* a fresh heap with a new tag, on the list of every heap */
 hak_heap_t *hak_heap_list(void);                /* every heap, linked by next_all */
 void hak_heaps_lock_for_fork(void);
 void hak_heaps_unlock_after_fork(bool child);
@@ -185,6 +186,7 @@ void  hak_segment_set_slices(hak_segment_t *seg);
 void  hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls);
 bool  hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls);  /* false: no room */
 void  hak_queue_push_back(hak_heap_t *heap, hak_page_t *page);
+void  hak_segment_move(hak_heap_t *from, hak_heap_t *to, hak_segment_t *seg); /* hakmem_heap_delete */
 
 /* ---- huge blocks (hak_huge.c) ---- */
 void *hak_huge_alloc(size_t size, size_t align, bool zero);

@@ -335,7 +335,8 @@ static bool hak_segment_has_room(hak_heap_t *heap, hak_page_kind_t kind, unsigne
 
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     hak_page_kind_t kind = hak_class_kind(cls);
-    if (hak_tls_collected != heap && !hak_segment_has_room(heap, kind, cls)) {
+    /* (not for a public heap: it has no previous thread to take over from) */
+    if (hak_tls_collected != heap && !heap->parent && !hak_segment_has_room(heap, kind, cls)) {
         hak_tls_collected = heap;
         hak_tls_taking_over = true;
         hak_heap_collect(heap, false);
@@ -439,4 +440,22 @@ void hak_segment_release_empty(hak_heap_t *heap) {
         }
     }
     hak_slots_unlock(heap);
+}
+
+/* hakmem_heap_delete: segment seg, with pages in use, leaves heap from for
+ * heap to (both the calling thread's), its free slots and their purge state
+ * with it.  The caller moves its pages between the heaps' queues. */
+void hak_segment_move(hak_heap_t *from, hak_heap_t *to, hak_segment_t *seg) {
+    uint64_t now = hak_os_now_ms();
+    hak_slots_lock(from);
+    bool listed = seg->in_free_list;
+    if (listed) hak_seglist_remove(from, seg);
+    hak_purge_segment_left(from, seg);
+    hak_slots_unlock(from);
+    hak_slots_lock(to);
+    seg->heap = to;
+    hak_purge_segment_joined(to, seg, now);
+    if (listed) hak_seglist_push(to, seg);
+    hak_segmap_set(seg, to->tag);
+    hak_slots_unlock(to);
 }

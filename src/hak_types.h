@@ -22,6 +22,9 @@
  *           owns.  A heap is reached through one initial-exec TLS pointer.
  *           Heaps are never unmapped: an exited thread's heap is abandoned and
  *           later adopted whole by a new thread (or swept by others).
+ * public heap  A heap a program made with hakmem_heap_new (hak_heap_api.c,
+ *           docs/heaps.md): no thread's default heap, used only by the thread
+ *           whose default heap is its parent; destroyed or deleted whole.
  * size class  One of HAK_CLASS_COUNT block sizes.  16..128 step 16, then 8
  *           classes per power of two (12.5% apart) up to 2 MiB.
  * local free  A free by the thread that owns the block's heap: a push onto
@@ -269,6 +272,17 @@ typedef struct hak_heap_s {
      * page slots (hak_purge.c), written with the slot lock held */
     _Atomic int slot_lock;
     uint64_t demand_bytes, demand_at_ms, regret_bytes, regret_at_ms;
+    /* public heaps (hakmem_heap_new, hak_heap_api.c, docs/heaps.md): a heap
+     * no thread has as its default.  parent is the default heap of the
+     * thread that made it (NULL for every thread heap): only the thread whose
+     * hak_tls_heap == parent may use it, and its own plain frees of the
+     * heap's blocks go the remote way (the region map holds the public
+     * heap's tag, not the thread's).  pub_magic says live or destroyed;
+     * pub_next links destroyed heaps kept for reuse (their tag with them).
+     * State stays HAK_HEAP_OWNED: nobody adopts or sweeps a public heap. */
+    struct hak_heap_s *parent;
+    struct hak_heap_s *pub_next;
+    uint32_t pub_magic;
 } hak_heap_t;
 
 #endif /* HAK_TYPES_H */

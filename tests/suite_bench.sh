@@ -56,7 +56,8 @@ false_sharing_t8|false_sharing 8 16 100|cache_line_shares shared_objects
 realloc_growth|realloc_growth 5000|completed
 large_blocks|large_blocks 10 4 1 65536 4194304|ws mib_allocated
 large_heap|large_heap 10 16 1 65536 4194304|blocks reallocs live_mib_min live_mib_max
-fragmentation|fragmentation 4 1 10|rss_after_free_kb rss_after_sleep_kb baseline_rss_kb"
+fragmentation|fragmentation 4 1 10|rss_after_free_kb rss_after_sleep_kb baseline_rss_kb
+request_arena|request_arena 200 300 free|blocks"
 
 # smoke NAME ALLOC PRELOAD "CMD" "FIELDS": run once, check exit, RESULT, proof, fields
 smoke() {
@@ -122,6 +123,25 @@ if [ -f "$MIMALLOC" ]; then
     fi
 else
     echo "SKIP bench.proof.mimalloc_preload_detected: $MIMALLOC not installed"
+fi
+
+# request_arena's heap mode: hakmem's and mimalloc's heap API, proven as
+# each; an allocator without one is refused (exit 2), not measured as another
+for pair in "hakmem|$PWD/$HAKMEM|api=hakmem_heap" "mimalloc|$MIMALLOC|api=mi_heap"; do
+    IFS='|' read -r a lib want <<<"$pair"
+    t=bench.smoke.request_arena_destroy.$a
+    if [ ! -f "$lib" ]; then echo "SKIP $t: $lib missing"; continue; fi
+    LD_PRELOAD=$lib timeout 30 $BIN/request_arena 200 300 destroy >"$TMP/ra.$a.out" 2>&1
+    if msg=$($PY bench/stats.py check $a "$TMP/ra.$a.out") && grep -q "$want" "$TMP/ra.$a.out"; then
+        echo "PASS $t"
+    else
+        echo "FAIL $t: $msg $(head -c 300 "$TMP/ra.$a.out")"
+    fi
+done
+if timeout 30 $BIN/request_arena 200 300 destroy >"$TMP/ra.glibc.out" 2>&1; then
+    echo "FAIL bench.smoke.request_arena_destroy.glibc_refused: ran without a heap API"
+else
+    echo "PASS bench.smoke.request_arena_destroy.glibc_refused"
 fi
 
 # The runner itself must abort (exit 3, "PROOF FAILED") when the "hakmem"

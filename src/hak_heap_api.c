@@ -1,0 +1,331 @@
+/* hak_heap_api.c -- first-class heaps (hakmem_heap_*), and the walk of every
+ * live block (hakmem_visit).  Design: docs/heaps.md.
+ *
+ * A public heap is an ordinary hak_heap_t that no thread has as its default
+ * (hak_tls_heap): it has its own tag, pages and segments, so the slow paths
+ * of malloc (hak_malloc_slow) and of free serve it unchanged.  heap->parent
+ * names the default heap of the thread that made it: only the thread holding
+ * that heap may allocate from it, destroy, delete, visit it or read its
+ * stats (hak_pub_check).  Any thread frees its blocks with plain free(); the
+ * region map holds the public heap's tag, which is no thread's, so every such
+ * free -- the owner's too -- is a remote free (one CAS), collected when the
+ * heap next needs a page.  The fast paths of malloc and free do not change.
+ *
+ * destroy gives every page slot back (hak_segment_page_free: capacity 0, not
+ * in use) and the then empty segments to the segment cache or the OS, so a
+ * later free() of one of its blocks finds a page not in use, or memory that
+ * is no longer hakmem's, and is reported.  delete moves the heap's
+ * segments and pages to the owner's default heap.  The heap structure then
+ * waits on a free list for the next hakmem_heap_new, tag and all (heaps are
+ * never unmapped: remote freers may hold a pointer to one). */
+#include "hak_internal.h"
+#include <pthread.h>
+
+#define HAK_PUB_LIVE 0x6c697665u   /* "live" */
+#define HAK_PUB_DEAD 0x64656164u   /* "dead": destroyed or deleted, waiting for reuse */
+
+static pthread_mutex_t hak_pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static hak_heap_t *hak_pub_free;      /* dead heaps, linked by pub_next */
+static pthread_once_t hak_pub_once = PTHREAD_ONCE_INIT;
+
+static void hak_pub_prepare(void) { pthread_mutex_lock(&hak_pub_lock); }
+static void hak_pub_parent(void) { pthread_mutex_unlock(&hak_pub_lock); }
+static void hak_pub_child(void) { pthread_mutex_init(&hak_pub_lock, NULL); }
+static void hak_pub_init(void) { pthread_atfork(hak_pub_prepare, hak_pub_parent, hak_pub_child); }
+
+/* The misuse checks every hakmem_heap_* call makes: a NULL heap, a destroyed
+ * (or deleted) one, something else, a heap of another thread.  The common
+ * case in two compares (a dead heap has no parent); the report out of line. */
+static HAK_NOINLINE void hak_pub_report(hak_heap_t *h, const char *op) {
+    if (!h) hak_fatal(op, "NULL heap", NULL);
+    uint32_t magic = __atomic_load_n(&h->pub_magic, __ATOMIC_ACQUIRE);
+    if (magic == HAK_PUB_DEAD) hak_fatal(op, "heap already destroyed or deleted", h);
+    if (magic != HAK_PUB_LIVE || !h->parent) hak_fatal(op, "invalid heap (not made by hakmem_heap_new)", h);
+    if (h->parent != hak_tls_heap) hak_fatal(op, "heap used from a thread that does not own it", h);
+}
+HAK_INLINE hak_heap_t *hak_pub_check(hakmem_heap_t *hh, const char *op) {
+    hak_heap_t *h = (hak_heap_t *)hh;
+    if (hak_unlikely(!h || h->parent != hak_tls_heap || h->pub_magic != HAK_PUB_LIVE)) hak_pub_report(h, op);
+    return h;
+}
+
+HAK_EXPORT hakmem_heap_t *hakmem_heap_new(void) {
+    hak_heap_t *self = hak_tls_heap;
+    if (self == &hak_heap_empty) self = hak_heap_for_thread();
+    if (!self || self == &hak_heap_empty) { errno = ENOMEM; return NULL; }   /* no memory, or exiting */
+    pthread_once(&hak_pub_once, hak_pub_init);
+    pthread_mutex_lock(&hak_pub_lock);
+    hak_heap_t *h = hak_pub_free;
+    if (h) hak_pub_free = h->pub_next;
+    pthread_mutex_unlock(&hak_pub_lock);
+    if (!h && !(h = hak_heap_make(HAK_HEAP_OWNED))) { errno = ENOMEM; return NULL; }
+    h->pub_next = NULL;
+    h->parent = self;
+    __atomic_store_n(&h->pub_magic, HAK_PUB_LIVE, __ATOMIC_RELEASE);
+    return (hakmem_heap_t *)h;
+}
+
+/* A heap whose pages are all gone goes on the free list for reuse.  The
+ * first one there keeps its empty segments (at most one per kind: the rest
+ * went back as their last page did), so that the next heap of a program
+ * that makes one heap per request starts with them, without a trip through
+ * the segment cache; their free slots are purged by the decay as any heap's.
+ * Any other dead heap gives them back. */
+static void hak_pub_retire(hak_heap_t *h) {
+    pthread_mutex_lock(&hak_pub_lock);
+    bool keep = hak_pub_free == NULL;
+    pthread_mutex_unlock(&hak_pub_lock);
+    if (!keep) hak_segment_release_empty(h);
+    if (HAK_DEBUG_ENABLED && !keep) {
+        for (int k = 0; k < HAK_PAGE_KINDS; k++)
+            if (h->segs[k].first) hak_fatal("hakmem_heap_destroy()", "segment left in a dead heap", h);
+        if (h->purge_pending_bytes_k) hak_fatal("hakmem_heap_destroy()", "purge accounting left in a dead heap", h);
+    }
+    __atomic_store_n(&h->pub_magic, HAK_PUB_DEAD, __ATOMIC_RELEASE);
+    h->parent = NULL;
+    pthread_mutex_lock(&hak_pub_lock);
+    h->pub_next = hak_pub_free;
+    hak_pub_free = h;
+    pthread_mutex_unlock(&hak_pub_lock);
+}
+
+HAK_EXPORT void hakmem_heap_destroy(hakmem_heap_t *hh) {
+    hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_destroy()");
+    /* remote frees into full pages: their pages go now */
+    atomic_store_explicit(&h->xdelayed, NULL, memory_order_relaxed);
+    for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
+        hak_page_queue_t *q = c < HAK_CLASS_COUNT ? &h->queues[c] : &h->full;
+        hak_page_t *page = q->first;
+        if (!page) continue;
+        q->first = q->last = NULL;
+        if (c < HAK_CLASS_COUNT) hak_queue_set_direct(h, c);
+        while (page) {
+            hak_page_t *next = page->next;
+            hak_segment_page_free(h, page);   /* capacity 0, not in use: later frees are reported */
+            page = next;
+        }
+    }
+    hak_pub_retire(h);
+}
+
+HAK_EXPORT void hakmem_heap_delete(hakmem_heap_t *hh) {
+    hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_delete()");
+    hak_heap_t *to = h->parent;
+    hak_heap_collect(h, false);         /* empty pages and segments go first */
+    /* no page stays full: no remote free goes to h->xdelayed any more
+     * (one that read the owner before the move: hak_heap_process_delayed) */
+    for (hak_page_t *page = h->full.first, *next; page; page = next) {
+        next = page->next;
+        hak_page_unfull(h, page);
+    }
+    hak_heap_process_delayed(h);
+    for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
+        hak_page_t *page;
+        while ((page = h->queues[c].first) != NULL) {
+            hak_queue_remove(h, page);
+            hak_segment_t *seg = hak_segment_of(page);
+            if (seg->heap == h) hak_segment_move(h, to, seg);
+            hak_queue_push_back(to, page);
+        }
+    }
+    hak_pub_retire(h);
+}
+
+/* ---- allocation ---- */
+
+static void *hak_pub_alloc(hak_heap_t *h, size_t size) {
+    if (hak_unlikely(size > HAK_LARGE_MAX)) { errno = ENOMEM; return NULL; }   /* HAKMEM_HEAP_MAX_SIZE */
+    if (hak_likely(size <= HAK_DIRECT_MAX)) {
+        hak_page_t *page = h->direct[(size + 15) >> 4];
+        hak_block_t *b = page->free;
+        if (hak_likely(b != NULL)) {
+            page->free = b->next;
+            b->key = 0;
+            page->used++;
+            if (HAK_STATS_FULL_ENABLED) hak_stat_inc(h->st_allocs[page->class_idx]);
+            return b;
+        }
+    }
+    return hak_malloc_slow(size, h);
+}
+
+HAK_EXPORT void *hakmem_heap_malloc(hakmem_heap_t *hh, size_t size) {
+    return hak_pub_alloc(hak_pub_check(hh, "hakmem_heap_malloc()"), size);
+}
+
+HAK_EXPORT void *hakmem_heap_calloc(hakmem_heap_t *hh, size_t n, size_t size) {
+    hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_calloc()");
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) { errno = ENOMEM; return NULL; }
+    void *p = hak_pub_alloc(h, total);
+    if (p) memset(p, 0, total);
+    return p;
+}
+
+HAK_EXPORT void *hakmem_heap_realloc(hakmem_heap_t *hh, void *p, size_t size) {
+    static const char op[] = "hakmem_heap_realloc()";
+    hak_heap_t *h = hak_pub_check(hh, op);
+    if (!p) return hak_pub_alloc(h, size);
+    if (size == 0) { hak_free_inline(p); return NULL; }   /* as realloc */
+    size_t usable;
+    hak_segment_t *seg = hak_segment_of_checked(p);
+    if (seg) {
+        hak_page_t *page;
+        uint8_t *block = (uint8_t *)hak_block_in(seg, p, op, &page);
+        bool huge = page->flags & HAK_PAGE_IS_HUGE;
+        if (!huge && ((hak_block_t *)block)->key == page->free_key) hak_fatal(op, "pointer already freed", p);
+        usable = huge ? page->area - (size_t)((uint8_t *)p - page->start)
+                      : page->block_size - (size_t)((uint8_t *)p - block);
+        if (seg->heap == h && size <= usable && size >= usable / 2) return p;   /* stays */
+    } else {
+        usable = hak_usable_size(p);    /* a glibc block, or reported */
+    }
+    void *q = hak_pub_alloc(h, size);
+    if (!q) return NULL;
+    memcpy(q, p, size < usable ? size : usable);
+    hak_free_inline(p);
+    return q;
+}
+
+/* As aligned_alloc (glibc 2.36: memalign): an alignment that is not a power
+ * of two is rounded up.  A block that is not aligned already is taken
+ * larger, and the aligned pointer inside it is marked (hak_alloc.c). */
+HAK_EXPORT void *hakmem_heap_aligned_alloc(hakmem_heap_t *hh, size_t align, size_t size) {
+    hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_aligned_alloc()");
+    if (align > SIZE_MAX / 2 + 1) { errno = EINVAL; return NULL; }
+    if (align <= HAK_MIN_ALIGN) return hak_pub_alloc(h, size);
+    if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzl((unsigned long)align));
+    if (size > HAK_LARGE_MAX || size + align > HAK_LARGE_MAX) { errno = ENOMEM; return NULL; }
+    void *p = hak_pub_alloc(h, size);
+    if (!p || ((uintptr_t)p & (align - 1)) == 0) return p;
+    hak_free_inline(p);
+    p = hak_pub_alloc(h, (size ? size : 1) + align - HAK_MIN_ALIGN);
+    if (!p) return NULL;
+    uint8_t *q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+    if (q != p) {
+        *(uintptr_t *)p = hak_aligned_mark(q);
+        hak_page_t *page = hak_page_of(hak_segment_of(p), p);   /* this heap's page: ours to mark */
+        hak_page_set_flags(page, page->flags | HAK_PAGE_HAS_ALIGNED);
+    }
+    return q;
+}
+
+/* ---- walking live blocks ---- */
+
+typedef struct hak_walk_s {
+    hakmem_visit_fn fn;
+    void *arg;
+    uint64_t blocks, bytes, pages, page_bytes;
+} hak_walk_t;
+
+#define HAK_WALK_MAX_BLOCKS 4096    /* 64 KiB of 16-byte blocks: the most a page holds */
+
+/* Mark the blocks of list (at most cap of them) in bits; false if the list
+ * leaves the page or loops (a corrupt list: the page is then skipped). */
+static bool hak_walk_mark(const hak_page_t *page, const hak_block_t *b, uint32_t cap, uint64_t *bits, bool foreign_ok) {
+    for (uint32_t n = 0; b; b = b->next) {
+        uintptr_t off = (uintptr_t)b - (uintptr_t)page->start;
+        if (off >= (uintptr_t)cap * page->block_size) {
+            if (foreign_ok) continue;    /* the heap's delayed list holds other pages' blocks */
+            return false;
+        }
+        size_t i = off / page->block_size;
+        if (bits[i >> 6] & ((uint64_t)1 << (i & 63)) || ++n > cap) return false;
+        bits[i >> 6] |= (uint64_t)1 << (i & 63);
+    }
+    return true;
+}
+
+/* Every live block of page (of heap owner): the carved blocks that are on
+ * none of its free lists -- free, local_free, the remote list and, for a full
+ * page, the owner's delayed list.  Returns the callback's nonzero answer. */
+static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
+    uint32_t cap = HAK_RELAXED(page->capacity);
+    w->pages++;
+    w->page_bytes += page->area;
+    if (page->flags & HAK_PAGE_IS_HUGE) {
+        w->blocks++;
+        w->bytes += page->area;
+        return w->fn ? w->fn(page->start, page->area, w->arg) : 0;
+    }
+    if (cap == 0 || cap > HAK_WALK_MAX_BLOCKS) return 0;
+    uint64_t bits[HAK_WALK_MAX_BLOCKS / 64] = { 0 };
+    const hak_block_t *remote = (const hak_block_t *)(atomic_load_explicit(&page->xthread_free, memory_order_acquire) &
+                                                      ~HAK_TF_NOTIFY);
+    if (!hak_walk_mark(page, page->free, cap, bits, false) ||
+        !hak_walk_mark(page, page->local_free, cap, bits, false) ||
+        !hak_walk_mark(page, remote, cap, bits, false))
+        return 0;
+    if ((page->flags & HAK_PAGE_IN_FULL) &&
+        !hak_walk_mark(page, atomic_load_explicit(&owner->xdelayed, memory_order_acquire), cap, bits, true))
+        return 0;
+    bool aligned = page->flags & HAK_PAGE_HAS_ALIGNED;
+    for (uint32_t i = 0; i < cap; i++) {
+        if (bits[i >> 6] & ((uint64_t)1 << (i & 63))) continue;
+        uint8_t *block = page->start + (size_t)i * page->block_size, *q = block;
+        if (aligned) {      /* the pointer an aligned allocation handed out (hak_free.c) */
+            uintptr_t m = hak_aligned_unmark(*(const uintptr_t *)block);
+            if (m > (uintptr_t)block && m < (uintptr_t)block + page->block_size && m % HAK_MIN_ALIGN == 0)
+                q = (uint8_t *)m;
+        }
+        size_t usable = page->block_size - (size_t)(q - block);
+        w->blocks++;
+        w->bytes += usable;
+        if (w->fn) {
+            int r = w->fn(q, usable, w->arg);
+            if (r) return r;
+        }
+    }
+    return 0;
+}
+
+static int hak_walk_heap(hak_heap_t *h, hak_walk_t *w) {
+    for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
+        for (hak_page_t *page = c < HAK_CLASS_COUNT ? h->queues[c].first : h->full.first; page; page = page->next) {
+            int r = hak_walk_page(h, page, w);
+            if (r) return r;
+        }
+    }
+    return 0;
+}
+
+HAK_EXPORT int hakmem_heap_visit(hakmem_heap_t *hh, hakmem_visit_fn fn, void *arg) {
+    hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_visit()");
+    if (!fn) return 0;
+    hak_walk_t w = { fn, arg, 0, 0, 0, 0 };
+    return hak_walk_heap(h, &w);
+}
+
+HAK_EXPORT int hakmem_heap_stats(hakmem_heap_t *hh, hakmem_heap_stats_t *out, size_t size) {
+    hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_stats()");
+    if (!out) return -1;
+    hak_walk_t w = { NULL, NULL, 0, 0, 0, 0 };
+    hak_walk_heap(h, &w);
+    hakmem_heap_stats_t s = { w.blocks, w.bytes, w.pages, w.page_bytes };
+    memcpy(out, &s, size < sizeof s ? size : sizeof s);
+    return 0;
+}
+
+/* Every live block of the process, found through the region map: each
+ * segment a heap holds (thread heaps, abandoned ones, public heaps) and each
+ * huge block.  Segments in the cache (no heap) and cached huge mappings (page
+ * not in use) hold no live block.  The other threads must not allocate or
+ * free meanwhile (docs/heaps.md): a segment may leave the map under the walk. */
+HAK_EXPORT int hakmem_visit(hakmem_visit_fn fn, void *arg) {
+    if (!fn) return 0;
+    hak_walk_t w = { fn, arg, 0, 0, 0, 0 };
+    for (size_t i = 0; i < HAK_SEGMAP_ENTRIES; i++) {
+        uint16_t v = atomic_load_explicit(&hak_segmap[i], memory_order_acquire);
+        if (v == HAK_TAG_NONE || (v & HAK_TAG_BACK)) continue;
+        hak_segment_t *seg = (hak_segment_t *)(i << HAK_SEGMENT_SHIFT);
+        int r = 0;
+        if (seg->kind == HAK_PAGE_HUGE) {
+            if (seg->pages[0].in_use) r = hak_walk_page(NULL, &seg->pages[0], &w);
+        } else if (seg->heap) {
+            for (unsigned p = seg->first_page; p < seg->page_count && !r; p++)
+                if (seg->pages[p].in_use) r = hak_walk_page(seg->heap, &seg->pages[p], &w);
+        }
+        if (r) return r;
+    }
+    return 0;
+}

@@ -110,13 +110,15 @@ uint64_t hak_os_random(void) {
 /* The hint area scales with the space the process really has, which may be
  * smaller than the map (arm64 kernels with 39- or 42-bit spaces; qemu): a
  * hint above the kernel's limit is ignored and costs an mmap and a munmap
- * on every segment.  The stack lies near the top of user space, so its
- * address gives the size (clamped to the map; at least 2^36). */
+ * on every segment.  The stack lies near the top of user space, and a
+ * shared library's data near it, so the higher of the two addresses gives
+ * the size (clamped to the map; at least 2^36). */
 static unsigned hak_space_bits_cached;
 static unsigned hak_os_space_bits(void) {
     unsigned b = hak_space_bits_cached;
     if (hak_unlikely(b == 0)) {
-        uintptr_t top = (uintptr_t)__builtin_frame_address(0);
+        uintptr_t top = (uintptr_t)__builtin_frame_address(0), lib = (uintptr_t)&hak_space_bits_cached;
+        if (lib > top) top = lib;          /* a thread on a stack of its own making */
         b = top ? 64u - (unsigned)__builtin_clzl(top) : HAK_ADDRESS_BITS;
         if (b > HAK_ADDRESS_BITS) b = HAK_ADDRESS_BITS;
         if (b < 36) b = 36 < HAK_ADDRESS_BITS ? 36 : HAK_ADDRESS_BITS;

@@ -37,10 +37,11 @@ need a64 "$REL" "$DBG" "$AT/test_api" "$AT/test_stress" || exit 1
 q=("$QEMU" -L "$SYSROOT")
 
 # the library really is aarch64 code, the programs too
-if file -L "$REL" "$AT/test_api" | grep -c 'ARM aarch64' | grep -qx 2; then
+machines=$(readelf -h "$REL" "$AT/test_api" 2>&1 | sed -n 's/^ *Machine: *//p' | sort | uniq -c | tr -s ' ')
+if [[ $machines == " 2 AArch64" ]]; then
     pass a64.build.is_aarch64
 else
-    fail a64.build.is_aarch64 "$(file -L "$REL" "$AT/test_api" | tr '\n' ' ')"
+    fail a64.build.is_aarch64 "readelf says: ${machines:-nothing}"
 fi
 
 run_bin a64.api.glibc 120 "${q[@]}" "$AT/test_api" -p a64.api.glibc --expect-glibc

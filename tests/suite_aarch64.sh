@@ -13,6 +13,9 @@
 #   a64.cxx           test_cxx: every operator new/delete form
 #   a64.compat.*      glibc_api (mallinfo, malloc_trim, malloc_stats ...),
 #                     libc_internal_static (libc's own allocations, gcc -static)
+#   a64.os.lowmap*    test_os --lowmap with a 2^36 region map (tests/os.mk's
+#                     tests: nothing outside the map is handed out; ENOMEM
+#                     when the map's space is taken), also with 64 KiB pages
 #   a64.misuse.*      test_misuse: double/interior/foreign frees reported and
 #                     SIGABRT; a fault inside hakmem reported by the crash
 #                     handler (aarch64 registers); heaps adopted, not stranded
@@ -67,6 +70,15 @@ run_bin a64.stress.page64k 240 "${q[@]}" -p 65536 -E LD_PRELOAD="$REL" "$AT/test
 
 need a64.cxx "$AT/test_cxx" &&
     run_bin a64.cxx 120 "${q[@]}" -E LD_PRELOAD="$REL" "$AT/test_cxx" --expect-hakmem
+
+# the region map: hakmem never hands out memory its map cannot describe
+# (a 2^36 map, tests/aarch64.mk), with 4 KiB and 64 KiB pages
+for v in lowmap lowmap_debug; do
+    need a64.os.$v "$AT/os/test_os_$v" || continue
+    run_bin a64.os.$v 300 "${q[@]}" "$AT/os/test_os_$v" -p a64.os.$v --lowmap
+done
+need a64.os.lowmap_page64k "$AT/os/test_os_lowmap" &&
+    run_bin a64.os.lowmap_page64k 120 "${q[@]}" -p 65536 "$AT/os/test_os_lowmap" -p a64.os.lowmap_page64k --lowmap
 
 C=$A/compat
 need a64.compat.glibc_api "$C/glibc_api" &&

@@ -4,11 +4,26 @@
 #   make stats      stats:   build/stats/libhakmem.so (counts every allocation and free per class)
 #   make test       the whole test suite (tests/run_tests.sh), ends with "N passed, N failed"
 #   make bench      the allocator comparison (bench/run.py); QUICK=1 for a short run
+#   make ARCH=aarch64   cross-build for 64-bit Arm into build/aarch64/ (docs/build.md);
+#                   any CC whose target is not the host's builds into build/<arch>/
+#   make test-aarch64   the aarch64 suite under qemu (tests/aarch64.mk)
 CC      ?= cc
 CXX     ?= c++
-BUILD   := build
+CROSS_aarch64 ?= aarch64-linux-gnu-
+ifneq ($(filter aarch64 arm64,$(ARCH)),)
+ifeq ($(origin CC),default)
+CC  := $(CROSS_aarch64)gcc
+endif
+ifeq ($(origin CXX),default)
+CXX := $(CROSS_aarch64)g++
+endif
+endif
+# the target's architecture when it is not the host's (else empty)
+TARGET_ARCH_NAME := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null)))
+CROSS_ARCH := $(filter-out $(firstword $(subst -, ,$(shell cc -dumpmachine 2>/dev/null))),$(TARGET_ARCH_NAME))
+BUILD   := build$(if $(CROSS_ARCH),/$(CROSS_ARCH))
 SRCS    := $(wildcard src/*.c)
-HDRS    := $(wildcard src/*.h) include/hakmem.h
+HDRS    := $(wildcard src/*.h src/arch/*.h) include/hakmem.h
 CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -ftls-model=initial-exec \
                -fno-semantic-interposition -fno-builtin-malloc -fno-stack-protector -fexceptions \
                -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread

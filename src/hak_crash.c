@@ -219,22 +219,16 @@ static void hak_crash_call(int sig, siginfo_t *si, void *ctx, struct sigaction *
 
 /* A fault at pc: report it if pc is in hakmem's code.  Returns true then. */
 static bool hak_crash_report(int sig, const siginfo_t *si, const void *ctx) {
-    uintptr_t pc = 0, arg = 0;
-#if defined(__x86_64__)
-    const ucontext_t *uc = (const ucontext_t *)ctx;
-    pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    arg = (uintptr_t)uc->uc_mcontext.gregs[REG_RDI];
-#elif defined(__aarch64__)
-    const ucontext_t *uc = (const ucontext_t *)ctx;
-    pc = (uintptr_t)uc->uc_mcontext.pc;
-    arg = (uintptr_t)uc->uc_mcontext.regs[0];
-#endif
+    const ucontext_t *uc = (const ucontext_t *)ctx;          /* src/arch/ */
+    uintptr_t pc = HAK_ARCH_UC_PC(uc), arg = HAK_ARCH_UC_ARG0(uc), sp = HAK_ARCH_UC_SP(uc);
     if (pc < hak_text_lo || pc >= hak_text_hi) return false;
     char name[HAK_NAME_MAX] = "?";
     int found = hak_func_at(pc, name);
     if (found == 0 || (found < 0 && !hak_text_all_ours)) return false;
     hak_message("hakmem: %s inside the allocator (in %s, near %s()): fault address %p, first argument register %p\n",
                 sig == SIGSEGV ? "SIGSEGV" : "SIGBUS", hak_crash_variant, name, si->si_addr, (void *)arg);
+    hak_message("hakmem: %s registers: pc %p (library offset %p), sp %p\n", HAK_ARCH_NAME,
+                (void *)pc, (void *)(pc - hak_bias), (void *)sp);
     hak_message("hakmem: this usually means heap corruption: a write past a block, or a use after free\n");
     return true;
 }

@@ -203,7 +203,7 @@ void hak_free_local_slow(hak_page_t *page, void *p) {
  * block of another heap's segment (a remote free), or of this thread's heap
  * when that heap has no fast-path tag. */
 void hak_free_slow(void *p) {
-    uint16_t tag = hak_segmap_get(p);
+    uint16_t tag = hak_segmap_get_acquire(p);
     if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
         hak_segment_t *seg = hak_segment_of(p);
         hak_page_t *page = hak_page_of(seg, p);

@@ -20,13 +20,13 @@
 #include <sched.h>
 #include <stdlib.h>
 
-__thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec"))) = &hak_heap_empty;
-__thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec"))) = HAK_TAG_INVALID;
-__thread bool hak_tls_exiting __attribute__((tls_model("initial-exec")));
+HAK_TLS hak_heap_t *hak_tls_heap = &hak_heap_empty;
+HAK_TLS uint16_t hak_tls_tag = HAK_TAG_INVALID;
+HAK_TLS bool hak_tls_exiting;
 /* the heap this thread gave up at exit: its late allocations borrow it first */
-static __thread hak_heap_t *hak_tls_last __attribute__((tls_model("initial-exec")));
+static HAK_TLS hak_heap_t *hak_tls_last;
 /* the fallback exit handler is registered for this thread */
-static __thread bool hak_tls_atexit __attribute__((tls_model("initial-exec")));
+static HAK_TLS bool hak_tls_atexit;
 hak_page_t hak_page_empty;
 hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty } };
 /* HAK_TEST_TAG_START (tests/lifecycle.mk): a test build starts the tag counter

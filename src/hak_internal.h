@@ -38,12 +38,14 @@ static inline size_t hak_round_up(size_t x, size_t a) { return (x + a - 1) & ~(a
 #endif
 
 /* ---- globals (hak_heap.c, hak_segment.c) ---- */
-extern __thread hak_heap_t *hak_tls_heap __attribute__((tls_model("initial-exec")));
+extern HAK_TLS hak_heap_t *hak_tls_heap;
 extern hak_heap_t hak_heap_empty;
 extern hak_page_t hak_page_empty;
-extern __thread uint16_t hak_tls_tag __attribute__((tls_model("initial-exec")));
-extern __thread bool hak_tls_exiting __attribute__((tls_model("initial-exec"))); /* key destructor ran */
-extern _Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES];
+extern HAK_TLS uint16_t hak_tls_tag;
+extern HAK_TLS bool hak_tls_exiting; /* key destructor ran */
+/* hidden: addressed PC-relative, not through the GOT (aarch64's linker does
+ * not relax a GOT load as x86-64's does; free's fast path reads the map) */
+extern _Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES] __attribute__((visibility("hidden")));
 
 /* ---- size classes (hak_size.c) ---- */
 size_t hak_class_size(unsigned cls);
@@ -206,6 +208,14 @@ HAK_INLINE hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) {
 HAK_INLINE uint16_t hak_segmap_get(const void *p) {
     uintptr_t idx = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
     return atomic_load_explicit(&hak_segmap[idx], memory_order_relaxed);
+}
+/* The same with acquire, for a pointer nothing vouches for (the slow paths:
+ * remote frees, misuse checks, hakmem_owns): the segment header written
+ * before hak_segmap_set's release is then visible on Arm too (docs/design.md,
+ * "Memory ordering").  A plain load on x86-64. */
+HAK_INLINE uint16_t hak_segmap_get_acquire(const void *p) {
+    uintptr_t idx = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
+    return atomic_load_explicit(&hak_segmap[idx], memory_order_acquire);
 }
 /* The block test's constants (docs/design.md, "The carved-block test"):
  * magic = floor(2^64 / size) + 1, step = magic * size mod 2^64, and the

@@ -7,13 +7,24 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/auxv.h>
 
 static size_t hak_page_size_cached;
 
+/* The OS page, from the kernel at run time: arm64 kernels use 4, 16 or
+ * 64 KiB (HAK_ARCH_PAGE_MIN..MAX).  It sets the purge granularity and the
+ * alignment of valloc/pvalloc and of a huge block's usable end.  A value
+ * outside the architecture's range is not believed (the largest is used:
+ * purging then keeps a little more, and nothing is purged that is in use). */
 size_t hak_os_page_size(void) {
     if (hak_unlikely(hak_page_size_cached == 0)) {
-        long ps = sysconf(_SC_PAGESIZE);
-        hak_page_size_cached = ps > 0 ? (size_t)ps : 4096;
+        unsigned long ps = getauxval(AT_PAGESZ);
+        if (ps == 0) {
+            long sc = sysconf(_SC_PAGESIZE);
+            ps = sc > 0 ? (unsigned long)sc : 0;
+        }
+        if (ps < HAK_ARCH_PAGE_MIN || ps > HAK_ARCH_PAGE_MAX || (ps & (ps - 1))) ps = HAK_ARCH_PAGE_MAX;
+        hak_page_size_cached = ps;
     }
     return hak_page_size_cached;
 }
@@ -92,13 +103,32 @@ uint64_t hak_os_random(void) {
 /* Aligned mappings first try one mmap at a hint just past the previous one:
  * the kernel honours a free hint, and the result is aligned without the two
  * trimming munmaps of the fallback.  The hint area starts at a random 4 MiB
- * boundary in [2 TiB, 6 TiB) (for the 47-bit map: 1/64 of the map plus up
+ * boundary in [2 TiB, 6 TiB) (for a 47-bit space: 1/64 of the space plus up
  * to 1/32 of it), below the top-down mmap area and far above brk.  A hint
- * that was taken moves on 64 GiB (1/2048 of the map); past the map's end the
- * hints start again at 2 TiB. */
-#define HAK_HINT_BASE ((uintptr_t)1 << (HAK_ADDRESS_BITS - 6))
-#define HAK_HINT_SPREAD_UNITS ((uint64_t)1 << (HAK_ADDRESS_BITS - 5 - HAK_SEGMENT_SHIFT))
-#define HAK_HINT_SKIP ((uintptr_t)1 << (HAK_ADDRESS_BITS - 11))
+ * that was taken moves on 64 GiB (1/2048 of the space); past the map's end
+ * the hints start again at 2 TiB. */
+/* The hint area scales with the space the process really has, which may be
+ * smaller than the map (arm64 kernels with 39- or 42-bit spaces; qemu): a
+ * hint above the kernel's limit is ignored and costs an mmap and a munmap
+ * on every segment.  The stack lies near the top of user space, and a
+ * shared library's data near it, so the higher of the two addresses gives
+ * the size (clamped to the map; at least 2^36). */
+static unsigned hak_space_bits_cached;
+static unsigned hak_os_space_bits(void) {
+    unsigned b = hak_space_bits_cached;
+    if (hak_unlikely(b == 0)) {
+        uintptr_t top = (uintptr_t)__builtin_frame_address(0), lib = (uintptr_t)&hak_space_bits_cached;
+        if (lib > top) top = lib;          /* a thread on a stack of its own making */
+        b = top ? 64u - (unsigned)__builtin_clzl(top) : HAK_ADDRESS_BITS;
+        if (b > HAK_ADDRESS_BITS) b = HAK_ADDRESS_BITS;
+        if (b < 36) b = 36 < HAK_ADDRESS_BITS ? 36 : HAK_ADDRESS_BITS;
+        hak_space_bits_cached = b;
+    }
+    return b;
+}
+#define HAK_HINT_BASE ((uintptr_t)1 << (hak_os_space_bits() - 6))
+#define HAK_HINT_SPREAD_UNITS ((uint64_t)1 << (hak_os_space_bits() - 5 - HAK_SEGMENT_SHIFT))
+#define HAK_HINT_SKIP ((uintptr_t)1 << (hak_os_space_bits() - 11))
 #define HAK_HINT_TRIES 4           /* hints per call at most */
 static _Atomic uintptr_t hak_hint_next;
 

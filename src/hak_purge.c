@@ -115,7 +115,7 @@ void hak_purge_heap_check(hak_heap_t *heap, uint64_t now) {
         hak_purge_heap_locked(heap, now, HAK_PURGE_DECAY);
 }
 
-extern __thread bool hak_tls_taking_over __attribute__((tls_model("initial-exec")));   /* hak_segment.c */
+extern HAK_TLS bool hak_tls_taking_over;   /* hak_segment.c */
 bool hak_heap_leaving(hak_heap_t *heap) {
     return hak_tls_exiting || hak_tls_taking_over ||
            atomic_load_explicit(&heap->state, memory_order_relaxed) != HAK_HEAP_OWNED;

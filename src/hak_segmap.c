@@ -15,12 +15,14 @@ void hak_segmap_set(const void *p, uint16_t v) {
         if (HAK_DEBUG_ENABLED) hak_fatal("region map", "address outside the map", p);
         return;
     }
+    /* release: the segment's header, written before, is visible to whoever
+     * reads v with acquire (hak_segmap_get_acquire) */
     atomic_store_explicit(&hak_segmap[idx], v, memory_order_release);
 }
 
 hak_segment_t *hak_segment_of_checked(const void *p) {
     if ((uintptr_t)p >> HAK_ADDRESS_BITS) return NULL;
-    uint16_t v = hak_segmap_get(p);
+    uint16_t v = hak_segmap_get_acquire(p);   /* then the header: see hak_segmap_set */
     if (v == HAK_TAG_NONE) return NULL;
     uintptr_t back = (v & HAK_TAG_BACK) ? (uintptr_t)(v & ~HAK_TAG_BACK) : 0;
     return (hak_segment_t *)(((uintptr_t)p & ~(uintptr_t)HAK_SEGMENT_MASK) - (back << HAK_SEGMENT_SHIFT));

@@ -316,10 +316,10 @@ bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
  * heap adopted from an exited thread may hold pages whose blocks were all
  * freed remotely after that thread's last collect -- memory the new thread
  * would otherwise leave idle while it takes more. */
-static __thread hak_heap_t *hak_tls_collected __attribute__((tls_model("initial-exec")));
+static HAK_TLS hak_heap_t *hak_tls_collected;
 /* set while that collect runs: what it frees is the last thread's memory,
  * about to serve this one (hak_heap_leaving) */
-__thread bool hak_tls_taking_over __attribute__((tls_model("initial-exec")));
+HAK_TLS bool hak_tls_taking_over;
 
 /* Does the heap have a free slot (or span) for class cls? */
 static bool hak_segment_has_room(hak_heap_t *heap, hak_page_kind_t kind, unsigned cls) {

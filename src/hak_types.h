@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "hak_arch.h"
 
 /* ---- geometry ---- */
 #define HAK_SEGMENT_SHIFT 22                        /* 4 MiB segments */
@@ -67,11 +68,12 @@
 #define HAK_DIRECT_COUNT ((HAK_DIRECT_MAX >> 4) + 1)
 
 #define HAK_MIN_ALIGN 16
-/* Address space the region map covers: 47 bits.  The kernel may hand out
- * more (5-level tables, a 48-bit aarch64 space, an mmap hint taken up high):
- * the OS layer (hak_os.c) checks every mapping and never passes on memory
- * the map cannot describe, and hak_segmap_set refuses indices outside it. */
-#define HAK_ADDRESS_BITS 47
+/* Address space the region map covers: 47 bits on x86-64, 48 on aarch64
+ * (HAK_ARCH_ADDRESS_BITS, src/arch/).  The kernel may hand out more (5-level
+ * tables, a 52-bit arm64 space, an mmap hint taken up high): the OS layer
+ * (hak_os.c) checks every mapping and never passes on memory the map cannot
+ * describe, and hak_segmap_set refuses indices outside it. */
+#define HAK_ADDRESS_BITS HAK_ARCH_ADDRESS_BITS
 #define HAK_SEGMAP_ENTRIES ((size_t)1 << (HAK_ADDRESS_BITS - HAK_SEGMENT_SHIFT))
 #define HAK_TAG_NONE   0       /* not hakmem's */
 #define HAK_TAG_SHARED 1       /* hakmem's, always the slow path */
@@ -80,6 +82,9 @@
 #define HAK_TAG_BACK   0x8000  /* | distance in segments to a huge header */
 #define HAK_TAG_INVALID 0xffff /* a thread with no heap: matches no entry */
 #define HAK_SLICE_SHIFT 16     /* segment page table granularity (64 KiB) */
+/* an OS page never straddles a slice: purging and page-aligned blocks work
+ * in whole OS pages of up to 64 KiB (arm64's largest) */
+_Static_assert(HAK_ARCH_PAGE_MAX <= (1 << HAK_SLICE_SHIFT), "OS pages larger than a slice");
 
 /* Page kinds: a small page holds 8..4,096 blocks of its class, a medium page
  * 8..14, a large page 256 KiB of blocks (1..3), so that a class's partly

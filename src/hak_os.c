@@ -17,16 +17,18 @@ static size_t hak_page_size_cached;
  * outside the architecture's range is not believed (the largest is used:
  * purging then keeps a little more, and nothing is purged that is in use). */
 size_t hak_os_page_size(void) {
-    if (hak_unlikely(hak_page_size_cached == 0)) {
-        unsigned long ps = getauxval(AT_PAGESZ);
-        if (ps == 0) {
-            long sc = sysconf(_SC_PAGESIZE);
-            ps = sc > 0 ? (unsigned long)sc : 0;
-        }
-        if (ps < HAK_ARCH_PAGE_MIN || ps > HAK_ARCH_PAGE_MAX || (ps & (ps - 1))) ps = HAK_ARCH_PAGE_MAX;
-        hak_page_size_cached = ps;
+    /* Racing first calls compute the same value: relaxed atomics keep that
+     * benign race visible as such to TSan. */
+    size_t cached = __atomic_load_n(&hak_page_size_cached, __ATOMIC_RELAXED);
+    if (hak_likely(cached != 0)) return cached;
+    unsigned long ps = getauxval(AT_PAGESZ);
+    if (ps == 0) {
+        long sc = sysconf(_SC_PAGESIZE);
+        ps = sc > 0 ? (unsigned long)sc : 0;
     }
-    return hak_page_size_cached;
+    if (ps < HAK_ARCH_PAGE_MIN || ps > HAK_ARCH_PAGE_MAX || (ps & (ps - 1))) ps = HAK_ARCH_PAGE_MAX;
+    __atomic_store_n(&hak_page_size_cached, (size_t)ps, __ATOMIC_RELAXED);
+    return ps;
 }
 
 static void hak_os_mapped(int64_t delta) {

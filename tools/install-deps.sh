@@ -8,7 +8,8 @@ set -euo pipefail
 
 PACKAGES=(build-essential g++ clang libclang-rt-14-dev valgrind python3 strace
           libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 python3-matplotlib
-          libpython3.11-testsuite sqlite3 git perl xz-utils zstd pkg-config)
+          libpython3.11-testsuite sqlite3 git perl xz-utils zstd pkg-config
+          google-perftools binutils)
 
 quiet=0
 [[ "${1:-}" == "--quiet" ]] && quiet=1

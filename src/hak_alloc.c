@@ -18,7 +18,9 @@
  * goes negative the allocation is sampled (or, with sampling off, the
  * countdown is set out of reach once per thread).  Both entries live in the
  * section hak_prof_text, which the stack capture skips. */
-#define HAK_SAMPLED(size) hak_unlikely((hak_tls_sample_left -= (int64_t)(size)) < 0)
+/* (modular arithmetic: a size of 2^63 or more must not overflow a signed subtraction) */
+#define HAK_SAMPLED(size) \
+    hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
 
 __attribute__((section("hak_prof_text")))
 HAK_EXPORT void *hakmem_malloc(size_t size) {

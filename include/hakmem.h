@@ -48,6 +48,11 @@ const char *hakmem_version(void);
  * checks) or "stats" (make stats: every allocation and free counted). */
 const char *hakmem_build_variant(void);
 
+/* Write the live sampled blocks (HAKMEM_SAMPLE_BYTES > 0) as a heap profile
+ * that pprof reads (gperftools' text format, heap_v2) to path; "%p" in path
+ * stands for the pid.  Returns 0, or -1 with errno set.  docs/profiling.md */
+int hakmem_profile_dump(const char *path);
+
 /* 1 if p points into memory that hakmem manages (a live or free block, or a
  * huge mapping), 0 otherwise.  Cheap: one lookup in the region map.  The
  * benchmark workloads use it to prove that hakmem served their allocations. */

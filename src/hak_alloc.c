@@ -14,12 +14,31 @@
 #define HAK_ALIAS(std, ours) extern __typeof__(ours) std __attribute__((alias(#ours), visibility("default")));
 #endif
 
-HAK_EXPORT void *hakmem_malloc(size_t size) { return hak_malloc_inline(size); }
+/* The sampling hook (hak_profile.c): a per-thread byte countdown; when it
+ * goes negative the allocation is sampled (or, with sampling off, the
+ * countdown is set out of reach once per thread).  Both entries live in the
+ * section hak_prof_text, which the stack capture skips. */
+/* (modular arithmetic: a size of 2^63 or more must not overflow a signed subtraction) */
+#define HAK_SAMPLED(size) \
+    hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
+
+__attribute__((section("hak_prof_text")))
+HAK_EXPORT void *hakmem_malloc(size_t size) {
+    if (HAK_SAMPLED(size)) return hak_profile_malloc(size, false);
+    return hak_malloc_inline(size);
+}
 HAK_EXPORT void hakmem_free(void *p) { hak_free_inline(p); }
 
+__attribute__((section("hak_prof_text")))
 HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
     size_t total;
     if (hak_unlikely(__builtin_mul_overflow(n, size, &total))) { errno = ENOMEM; return NULL; }
+    if (HAK_SAMPLED(total)) return hak_profile_malloc(total, true);
+    return hak_calloc_total(total);
+}
+
+/* calloc of total bytes, unsampled */
+void *hak_calloc_total(size_t total) {
     if (total > HAK_LARGE_MAX) {
         hak_heap_t *heap = hak_tls_heap;
         if (heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
@@ -53,6 +72,7 @@ void *hak_realloc(void *p, size_t size) {
     if (page->flags & HAK_PAGE_IS_HUGE) {
         usable = page->area - (size_t)((uint8_t *)p - page->start);
         if (size > HAK_LARGE_MAX) {
+            hak_profile_free(p);   /* a sampled block that moves leaves the profile */
             void *q = hak_huge_realloc(seg, p, size);
             if (q) return q;
             if (size > ((size_t)1 << 46)) return NULL;   /* errno set */

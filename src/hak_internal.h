@@ -70,6 +70,8 @@ typedef struct hak_options_s {
     long huge_cache_mb;      /* freed huge mappings kept for reuse (hak_purge.c) */
     long background_purge;   /* the purger thread (hak_purge.c) */
     long purge_lazy;         /* purge with MADV_FREE instead of MADV_DONTNEED */
+    long sample_bytes;       /* mean bytes between heap-profile samples; 0 off (hak_profile.c) */
+    long leak_report;        /* print the live samples' stacks at exit */
 } hak_options_t;
 extern hak_options_t hak_opt;
 void hak_options_init(void);
@@ -318,6 +320,12 @@ HAK_INLINE void hak_free_inline(void *p) {
     }
     hak_free_slow(p);
 }
+
+/* ---- heap profiles (hak_profile.c) ---- */
+extern __thread int64_t hak_tls_sample_left __attribute__((tls_model("initial-exec")));
+void *hak_profile_malloc(size_t size, bool zero);   /* the countdown went negative */
+void  hak_profile_free(void *p);                    /* a huge block is freed or moved */
+void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc.c) */
 
 /* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */
 size_t hak_usable_size(const void *p);

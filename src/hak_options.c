@@ -36,6 +36,10 @@ static hak_option_def_t hak_option_table[] = {
       "a background thread purges memory whose delay has passed, also in idle programs" },
     { "HAKMEM_PURGE_LAZY", &hak_opt.purge_lazy, {0, 0, 0}, 0, 1,
       "purge with MADV_FREE (RSS falls only under memory pressure) instead of MADV_DONTNEED" },
+    { "HAKMEM_SAMPLE_BYTES", &hak_opt.sample_bytes, {0, 0, 0}, 0, 1L << 40,
+      "sample about one allocation per N bytes with its stack for heap profiles; 0 off" },
+    { "HAKMEM_LEAK_REPORT", &hak_opt.leak_report, {0, 0, 0}, 0, 1,
+      "print the stacks of sampled blocks still live at exit (needs HAKMEM_SAMPLE_BYTES)" },
 };
 #define HAK_OPTION_COUNT (sizeof hak_option_table / sizeof hak_option_table[0])
 

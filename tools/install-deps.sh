@@ -10,9 +10,10 @@ PACKAGES=(build-essential g++ clang libclang-rt-14-dev valgrind python3 strace
           libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 python3-matplotlib
           libpython3.11-testsuite sqlite3 git perl xz-utils zstd pkg-config
           gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
-          qemu-user-static)
-# (the last four: the aarch64 cross-build and its suite under qemu,
-# tests/aarch64.mk)
+          qemu-user-static google-perftools binutils)
+# (gcc-aarch64 .. qemu-user-static: the aarch64 cross-build and its suite
+# under qemu, tests/aarch64.mk; google-perftools: google-pprof for the heap
+# profile tests, tests/profile.mk)
 
 quiet=0
 [[ "${1:-}" == "--quiet" ]] && quiet=1

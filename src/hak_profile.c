@@ -1,0 +1,349 @@
+/* hak_profile.c -- sampled heap profiles (HAKMEM_SAMPLE_BYTES), the pprof
+ * dump (hakmem_profile_dump, HAKMEM_PROFILE_AT_EXIT) and the leak report
+ * (HAKMEM_LEAK_REPORT).  docs/profiling.md describes the design.
+ *
+ *  - malloc and calloc (hak_alloc.c) subtract each request from a per-thread
+ *    countdown, hak_tls_sample_left; when it goes negative they call
+ *    hak_profile_malloc.  It starts at 0, so each thread's first allocation
+ *    comes here once: with sampling off the countdown is set to INT64_MAX.
+ *  - The intervals are drawn from an exponential distribution of mean
+ *    HAKMEM_SAMPLE_BYTES, so every byte is sampled with the same probability
+ *    and the profile is an unbiased estimate (pprof's heap_v2 unsampling).
+ *  - A sampled block is served by the huge path (its own mapping, page flag
+ *    HAK_PAGE_IS_HUGE): free's fast path already sends such blocks to its
+ *    slow path, which calls hak_profile_free (hak_free.c), from any thread.
+ *    No other free pays anything.
+ *  - The stack comes from libgcc's _Unwind_Backtrace (.eh_frame, no frame
+ *    pointers needed), warmed up in the constructor; a per-thread guard
+ *    serves any allocation the unwinder makes unsampled, so it never recurses.
+ *  - The table is static (HAK_PROF_MAX samples); when it is full a sample is
+ *    dropped and counted.  One mutex, held across fork (pthread_atfork). */
+#include "hak_internal.h"
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <unwind.h>
+#include <execinfo.h>
+
+#define HAK_PROF_MAX    16384      /* samples live at once */
+#define HAK_PROF_DEPTH  32         /* frames per sample */
+#define HAK_PROF_HASH   16384      /* buckets (power of two) */
+
+typedef struct hak_sample_s {
+    void *ptr;                     /* NULL: free entry */
+    size_t size;                   /* requested bytes */
+    uint32_t next;                 /* bucket chain or free list, index + 1 */
+    uint32_t depth;
+    void *frames[HAK_PROF_DEPTH];
+} hak_sample_t;
+
+static hak_sample_t hak_samples[HAK_PROF_MAX];
+static uint32_t hak_prof_bucket[HAK_PROF_HASH];   /* index + 1 of the first entry */
+static uint32_t hak_prof_free_list;               /* index + 1 */
+static uint32_t hak_prof_fresh;                   /* entries never used yet */
+static size_t hak_prof_live, hak_prof_dropped;
+static pthread_mutex_t hak_prof_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int hak_prof_state;                /* 0 unknown, 1 off, 2 on */
+static _Atomic uint64_t hak_prof_seed;
+
+__thread int64_t hak_tls_sample_left __attribute__((tls_model("initial-exec")));
+static __thread bool hak_tls_in_prof __attribute__((tls_model("initial-exec")));
+static __thread uint64_t hak_tls_rng __attribute__((tls_model("initial-exec")));
+
+/* ---- the interval: -ln(U) * N, without libm ---- */
+
+static uint64_t hak_rng_next(void) {
+    uint64_t x = hak_tls_rng;
+    if (x == 0) x = atomic_fetch_add(&hak_prof_seed, 0x9e3779b97f4a7c15ull) ^ (uintptr_t)&hak_tls_rng ^ 0x2545f4914f6cdd1dull;
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;      /* xorshift64 */
+    return hak_tls_rng = x ? x : 1;
+}
+
+/* ln(x) for x in (0, 1]: x = m * 2^e with m in [1, 2), ln m = 2 atanh((m-1)/(m+1)). */
+static double hak_ln(double x) {
+    int e = 0;
+    while (x < 1.0) { x *= 2.0; e--; }
+    double t = (x - 1.0) / (x + 1.0), t2 = t * t, sum = 0.0, pow = t;
+    for (int k = 1; k < 30; k += 2) { sum += pow / k; pow *= t2; }
+    return 2.0 * sum + e * 0.6931471805599453;
+}
+
+/* exp(-q) for q >= 0: (1 - q/2^20)^(2^20) is close enough for a report */
+static double hak_exp_neg(double q) {
+    if (q > 40) return 0.0;
+    double e = 1.0 - q / 1048576.0;
+    for (int k = 0; k < 20; k++) e *= e;
+    return e;
+}
+
+static int64_t hak_next_interval(void) {
+    double u = (double)((hak_rng_next() >> 11) + 1) * (1.0 / 9007199254740992.0);   /* (0, 1] */
+    double v = -hak_ln(u) * (double)hak_opt.sample_bytes;
+    return v >= 9.0e18 ? INT64_MAX : (int64_t)v;
+}
+
+/* ---- stack capture ---- */
+
+typedef struct { void **frames; unsigned n, max; } hak_unwind_t;
+static uintptr_t hak_self_lo, hak_self_hi;    /* this library's text: frames skipped */
+
+#define HAK_PROF_TEXT __attribute__((section("hak_prof_text"), noinline))
+HAK_PROF_TEXT static _Unwind_Reason_Code hak_unwind_step(struct _Unwind_Context *ctx, void *arg) {
+    hak_unwind_t *u = arg;
+    uintptr_t ip = _Unwind_GetIP(ctx);
+    if (ip == 0) return _URC_END_OF_STACK;
+    if (u->n == 0 && ip >= hak_self_lo && ip < hak_self_hi) return _URC_NO_REASON;   /* ours */
+    u->frames[u->n++] = (void *)ip;
+    return u->n < u->max ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+HAK_PROF_TEXT static unsigned hak_stack_capture(void **frames, unsigned max) {
+    hak_unwind_t u = { frames, 0, max };
+    _Unwind_Backtrace(hak_unwind_step, &u);
+    return u.n;
+}
+
+/* The frames to skip: the hooks' functions (hakmem_malloc, hakmem_calloc,
+ * hak_profile_malloc and the capture) live in the section hak_prof_text,
+ * whose bounds the linker defines, in the shared and the static library. */
+extern char __start_hak_prof_text[] __attribute__((weak)), __stop_hak_prof_text[] __attribute__((weak));
+
+/* ---- the table ---- */
+
+static uint32_t hak_prof_hash(const void *p) {
+    return (uint32_t)(((uintptr_t)p * 0x9e3779b97f4a7c15ull) >> 40) & (HAK_PROF_HASH - 1);
+}
+
+static void hak_prof_insert(void *p, size_t size, void **frames, unsigned depth) {
+    pthread_mutex_lock(&hak_prof_lock);
+    uint32_t i;
+    if (hak_prof_free_list) { i = hak_prof_free_list - 1; hak_prof_free_list = hak_samples[i].next; }
+    else if (hak_prof_fresh < HAK_PROF_MAX) i = hak_prof_fresh++;
+    else { hak_prof_dropped++; pthread_mutex_unlock(&hak_prof_lock); return; }
+    hak_sample_t *s = &hak_samples[i];
+    s->ptr = p;
+    s->size = size;
+    s->depth = depth;
+    memcpy(s->frames, frames, depth * sizeof(void *));
+    uint32_t h = hak_prof_hash(p);
+    s->next = hak_prof_bucket[h];
+    hak_prof_bucket[h] = i + 1;
+    hak_prof_live++;
+    pthread_mutex_unlock(&hak_prof_lock);
+}
+
+/* A huge block is freed (or moved by realloc): forget it if it was sampled. */
+void hak_profile_free(void *p) {
+    if (atomic_load_explicit(&hak_prof_state, memory_order_relaxed) != 2) return;
+    pthread_mutex_lock(&hak_prof_lock);
+    uint32_t *link = &hak_prof_bucket[hak_prof_hash(p)];
+    while (*link) {
+        hak_sample_t *s = &hak_samples[*link - 1];
+        if (s->ptr == p) {
+            uint32_t i = *link - 1;
+            *link = s->next;
+            s->ptr = NULL;
+            s->next = hak_prof_free_list;
+            hak_prof_free_list = i + 1;
+            hak_prof_live--;
+            break;
+        }
+        link = &s->next;
+    }
+    pthread_mutex_unlock(&hak_prof_lock);
+}
+
+/* ---- the hook ---- */
+
+static void hak_prof_decide(void) {
+    hak_process_init();
+    int expected = 0;
+    atomic_compare_exchange_strong(&hak_prof_state, &expected, hak_opt.sample_bytes > 0 ? 2 : 1);
+}
+
+static void *hak_plain(size_t size, bool zero) { return zero ? hak_calloc_total(size) : hak_malloc_inline(size); }
+
+/* The countdown went negative (or this thread's first allocation): sample
+ * this allocation, or serve it plainly. */
+HAK_PROF_TEXT void *hak_profile_malloc(size_t size, bool zero) {
+    if (hak_unlikely(atomic_load_explicit(&hak_prof_state, memory_order_relaxed) == 0)) hak_prof_decide();
+    if (hak_prof_state != 2) {
+        hak_tls_sample_left = INT64_MAX;
+        void *p = hak_plain(size, zero);
+        return p;
+    }
+    if (hak_tls_in_prof || hak_tls_exiting || size > HAK_LARGE_MAX) {
+        if (!hak_tls_in_prof) hak_tls_sample_left = hak_next_interval();
+        return hak_plain(size, zero);
+    }
+    bool first = hak_tls_sample_left == 0 && hak_tls_rng == 0;
+    hak_tls_sample_left = hak_next_interval();
+    if (first) return hak_plain(size, zero);   /* not a crossing */
+    hak_tls_in_prof = true;
+    void *frames[HAK_PROF_DEPTH];
+    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
+    void *p = NULL;
+    if (hak_tls_heap != &hak_heap_empty || hak_heap_for_thread()) p = hak_huge_alloc(size, HAK_MIN_ALIGN, zero);
+    else errno = ENOMEM;
+    if (p) hak_prof_insert(p, size, frames, depth);
+    hak_tls_in_prof = false;
+    return p;
+}
+
+/* ---- output ---- */
+
+typedef struct { int fd; char buf[4096]; size_t n; } hak_out_t;
+static void hak_out_flush(hak_out_t *o) {
+    size_t off = 0;
+    while (off < o->n) {
+        ssize_t w = write(o->fd, o->buf + off, o->n - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    o->n = 0;
+}
+__attribute__((format(printf, 2, 3)))
+static void hak_out(hak_out_t *o, const char *fmt, ...) {
+    if (o->n + 512 > sizeof o->buf) hak_out_flush(o);
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(o->buf + o->n, sizeof o->buf - o->n, fmt, ap);
+    va_end(ap);
+    if (k > 0) o->n += (size_t)k < sizeof o->buf - o->n ? (size_t)k : sizeof o->buf - o->n - 1;
+}
+
+/* path with %p replaced by the pid, into out */
+static void hak_expand_path(const char *path, char *out, size_t cap) {
+    size_t n = 0;
+    for (const char *s = path; *s && n + 24 < cap; s++) {
+        if (s[0] == '%' && s[1] == 'p') { n += (size_t)snprintf(out + n, cap - n, "%d", (int)getpid()); s++; }
+        else out[n++] = *s;
+    }
+    out[n] = 0;
+}
+
+/* The legacy text heap profile (gperftools' heap-profiler, "heap_v2"): one
+ * line per live sample, raw; pprof unsamples with the period in the header.
+ * Then MAPPED_LIBRARIES: and /proc/self/maps, for symbolization by the tool. */
+HAK_EXPORT int hakmem_profile_dump(const char *path) {
+    if (!path) { errno = EINVAL; return -1; }
+    char file[4096];
+    hak_expand_path(path, file, sizeof file);
+    bool saved_guard = hak_tls_in_prof;
+    hak_tls_in_prof = true;
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { hak_tls_in_prof = saved_guard; return -1; }
+    static hak_out_t o;   /* under hak_prof_lock */
+    pthread_mutex_lock(&hak_prof_lock);
+    o.fd = fd; o.n = 0;
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < hak_prof_fresh; i++) if (hak_samples[i].ptr) bytes += hak_samples[i].size;
+    long period = hak_opt.sample_bytes > 0 ? hak_opt.sample_bytes : 1;
+    hak_out(&o, "heap profile: %6zu: %8zu [%6zu: %8zu] @ heap_v2/%ld\n",
+            hak_prof_live, bytes, hak_prof_live, bytes, period);
+    for (uint32_t i = 0; i < hak_prof_fresh; i++) {
+        const hak_sample_t *s = &hak_samples[i];
+        if (!s->ptr) continue;
+        hak_out(&o, "%6d: %8zu [%6d: %8zu] @", 1, s->size, 1, s->size);
+        for (unsigned k = 0; k < s->depth; k++)
+            hak_out(&o, " %#lx", (unsigned long)(uintptr_t)s->frames[k]);
+        hak_out(&o, "\n");
+    }
+    pthread_mutex_unlock(&hak_prof_lock);
+    hak_out(&o, "\nMAPPED_LIBRARIES:\n");
+    hak_out_flush(&o);
+    int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps >= 0) {
+        ssize_t r;
+        while ((r = read(maps, o.buf, sizeof o.buf)) > 0) { o.n = (size_t)r; hak_out_flush(&o); }
+        close(maps);
+    }
+    int rc = close(fd);
+    hak_tls_in_prof = saved_guard;
+    return rc;
+}
+
+/* ---- at exit ---- */
+
+static int hak_cmp_size_desc(const void *a, const void *b) {
+    const hak_sample_t *x = *(hak_sample_t *const *)a, *y = *(hak_sample_t *const *)b;
+    return x->size < y->size ? 1 : x->size > y->size ? -1 : 0;
+}
+
+/* The leak report: stacks of the samples still live, merged by stack, the
+ * largest estimated total first. */
+static void hak_leak_report(void) {
+    static hak_sample_t *order[HAK_PROF_MAX];
+    static hak_sample_t merged[HAK_PROF_MAX];
+    hak_tls_in_prof = true;
+    pthread_mutex_lock(&hak_prof_lock);
+    size_t n = 0;
+    double period = (double)hak_opt.sample_bytes;
+    for (uint32_t i = 0; i < hak_prof_fresh; i++) {
+        const hak_sample_t *s = &hak_samples[i];
+        if (!s->ptr) continue;
+        /* estimated bytes this sample stands for: size / P(sampled) */
+        double w = (double)s->size, pr = 1.0 - hak_exp_neg(w / period);
+        size_t est = (size_t)(w / (pr > 0 ? pr : 1));
+        size_t j;
+        for (j = 0; j < n; j++)
+            if (merged[j].depth == s->depth && !memcmp(merged[j].frames, s->frames, s->depth * sizeof(void *))) break;
+        if (j == n) { merged[n] = *s; merged[n].size = 0; merged[n].next = 0; n++; }
+        merged[j].size += est;
+        merged[j].next++;
+    }
+    pthread_mutex_unlock(&hak_prof_lock);
+    for (size_t j = 0; j < n; j++) order[j] = &merged[j];
+    qsort(order, n, sizeof order[0], hak_cmp_size_desc);
+    hak_message("hakmem: leak report: %zu stacks of sampled blocks still live at exit (sample period %ld bytes)\n",
+                n, hak_opt.sample_bytes);
+    for (size_t j = 0; j < n; j++) {
+        hak_message("hakmem: ~%zu bytes live (%u samples) allocated at:\n", order[j]->size, order[j]->next);
+        backtrace_symbols_fd(order[j]->frames, (int)order[j]->depth, 2);
+    }
+    if (hak_prof_dropped) hak_message("hakmem: leak report: %zu samples dropped (table full)\n", hak_prof_dropped);
+    hak_tls_in_prof = false;
+}
+
+static char hak_exit_path[4096];
+static void hak_profile_at_exit(void) {
+    if (hak_exit_path[0] && hakmem_profile_dump(hak_exit_path) != 0)
+        hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT: cannot write '%s'\n", hak_exit_path);
+    if (hak_opt.leak_report) hak_leak_report();
+}
+
+static void hak_prof_prepare(void) { pthread_mutex_lock(&hak_prof_lock); }
+static void hak_prof_parent(void) { pthread_mutex_unlock(&hak_prof_lock); }
+static void hak_prof_child(void) { pthread_mutex_init(&hak_prof_lock, NULL); }
+
+static void hak_prof_find_self(void) {
+    hak_self_lo = (uintptr_t)__start_hak_prof_text;
+    hak_self_hi = (uintptr_t)__stop_hak_prof_text;
+}
+
+/* After hak_heap.c's constructor (101): options are read. */
+__attribute__((constructor(102))) static void hak_profile_constructor(void) {
+    hak_prof_decide();
+    const char *path = getenv("HAKMEM_PROFILE_AT_EXIT");
+    if (hak_prof_state != 2) {
+        if ((path && *path) || hak_opt.leak_report)
+            hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT and HAKMEM_LEAK_REPORT need HAKMEM_SAMPLE_BYTES > 0; "
+                        "no profile is taken\n");
+        return;
+    }
+    hak_prof_find_self();
+    hak_tls_in_prof = true;   /* warm the unwinder up: it may allocate once */
+    void *frames[4];
+    (void)hak_stack_capture(frames, 4);
+    hak_tls_in_prof = false;
+    pthread_atfork(hak_prof_prepare, hak_prof_parent, hak_prof_child);
+    if (path && *path) {
+        if (strlen(path) >= sizeof hak_exit_path)
+            hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT='%s' is too long; ignored\n", path);
+        else memcpy(hak_exit_path, path, strlen(path) + 1);
+    }
+    if (hak_exit_path[0] || hak_opt.leak_report) atexit(hak_profile_at_exit);
+}

@@ -1,0 +1,116 @@
+/* test_profile.c -- sampled heap profiles (HAKMEM_SAMPLE_BYTES), run by
+ * tests/suite_profile.sh under LD_PRELOAD of the library, which checks the
+ * dumps with google-pprof and the leak report on stderr.
+ *
+ *   test_profile sites DUMP     site_a/b/c keep 64, 96 and 128 MiB live
+ *   test_profile leak           leak_site leaks 64 MiB, other sites free theirs
+ *   test_profile threads DUMP   4 threads: kept_site keeps 64 MiB, freed_site's
+ *                               blocks are all freed by other threads
+ *   test_profile fork DUMP      the parent keeps parent_site's 64 MiB and forks;
+ *                               the child frees them, keeps child_site's 96 MiB
+ *                               and dumps
+ * The sites are functions of their own (noinline, exported with -rdynamic), so
+ * pprof and the leak report can name them. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MIB ((size_t)1 << 20)
+#define NOINL __attribute__((noinline, used))
+
+static int dump(const char *path) {
+    int (*fn)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "hakmem_profile_dump");
+    if (!fn) { fprintf(stderr, "hakmem_profile_dump not found (not preloaded?)\n"); return 1; }
+    if (fn(path) != 0) { perror("hakmem_profile_dump"); return 1; }
+    return 0;
+}
+
+/* total bytes in blocks of 1..8 KiB (varied sizes); the block array is
+ * allocated with calloc of its own site, not sampled into the sites' totals */
+typedef struct { void **v; size_t n; } blocks_t;
+static size_t block_size(size_t i) { return 1024 + (i * 2654435761u) % 7168; }
+static blocks_t reserve(size_t total) {
+    blocks_t b = { calloc(total / 1024 + 1, sizeof(void *)), 0 };
+    return b;
+}
+static inline __attribute__((always_inline)) void fill(blocks_t *b, size_t total, char tag) {
+    size_t got = 0;
+    while (got < total) {
+        size_t s = block_size(b->n);
+        if (s > total - got) s = total - got;
+        char *p = malloc(s);
+        if (!p) { perror("malloc"); exit(1); }
+        p[0] = tag;
+        b->v[b->n++] = p;
+        got += s;
+    }
+}
+static void drop(blocks_t *b) { for (size_t i = 0; i < b->n; i++) free(b->v[i]); b->n = 0; }
+
+NOINL void site_a(blocks_t *b) { fill(b, 64 * MIB, 'a'); }
+NOINL void site_b(blocks_t *b) { fill(b, 96 * MIB, 'b'); }
+NOINL void site_c(blocks_t *b) { fill(b, 128 * MIB, 'c'); }
+NOINL void leak_site(blocks_t *b) { fill(b, 64 * MIB, 'l'); }
+NOINL void kept_site(blocks_t *b) { fill(b, 16 * MIB, 'k'); }
+NOINL void freed_site(blocks_t *b) { fill(b, 16 * MIB, 'f'); }
+NOINL void parent_site(blocks_t *b) { fill(b, 64 * MIB, 'p'); }
+NOINL void child_site(blocks_t *b) { fill(b, 96 * MIB, 'q'); }
+
+#define NT 4
+static blocks_t kept[NT], freed[NT];
+static pthread_barrier_t bar;
+static void *worker(void *arg) {
+    int i = (int)(long)arg;
+    kept[i] = reserve(16 * MIB);
+    freed[i] = reserve(16 * MIB);
+    kept_site(&kept[i]);
+    freed_site(&freed[i]);
+    pthread_barrier_wait(&bar);
+    drop(&freed[(i + 1) % NT]);   /* another thread's blocks: remote frees */
+    pthread_barrier_wait(&bar);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    if (!strcmp(argv[1], "sites") && argc == 3) {
+        blocks_t a = reserve(64 * MIB), b = reserve(96 * MIB), c = reserve(128 * MIB);
+        site_a(&a); site_b(&b); site_c(&c);
+        /* churn that leaves nothing live: must not appear */
+        blocks_t t = reserve(64 * MIB);
+        fill(&t, 64 * MIB, 't'); drop(&t);
+        return dump(argv[2]);
+    }
+    if (!strcmp(argv[1], "leak")) {
+        blocks_t l = reserve(64 * MIB), t = reserve(64 * MIB);
+        leak_site(&l);
+        site_a(&t); drop(&t);
+        return 0;   /* l's blocks leak */
+    }
+    if (!strcmp(argv[1], "threads") && argc == 3) {
+        pthread_t th[NT];
+        pthread_barrier_init(&bar, NULL, NT);
+        for (long i = 0; i < NT; i++) pthread_create(&th[i], NULL, worker, (void *)i);
+        for (int i = 0; i < NT; i++) pthread_join(th[i], NULL);
+        return dump(argv[2]);
+    }
+    if (!strcmp(argv[1], "fork") && argc == 3) {
+        blocks_t p = reserve(64 * MIB), q = reserve(96 * MIB);
+        parent_site(&p);
+        pid_t pid = fork();
+        if (pid < 0) { perror("fork"); return 1; }
+        if (pid == 0) {
+            drop(&p);
+            child_site(&q);
+            _exit(dump(argv[2]));
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 1;
+        return WEXITSTATUS(st);
+    }
+    return 2;
+}

@@ -28,7 +28,7 @@ A64_BINS := $(addprefix $(A64_BUILD)/tests/,test_api test_stress test_misuse tes
 # (about 2^38) fall outside it, as 0x7f... ones do for the native 2^40 map
 A64_LOWMAP_BITS := 36
 A64_OS_BINS := $(addprefix $(A64_BUILD)/tests/os/,test_os_lowmap test_os_lowmap_debug)
-A64_TOOLS := $(shell command -v $(CROSS_aarch64)gcc $(CROSS_aarch64)g++ qemu-aarch64-static 2>/dev/null | wc -l)
+A64_TOOLS := $(shell for t in $(CROSS_aarch64)gcc $(CROSS_aarch64)g++ qemu-aarch64-static; do command -v $$t; done 2>/dev/null | wc -l)
 
 .PHONY: aarch64-bins test-aarch64
 aarch64-bins:

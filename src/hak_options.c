@@ -34,8 +34,8 @@ static hak_option_def_t hak_option_table[] = {
       "MiB of freed huge blocks kept mapped for reuse" },
     { "HAKMEM_BACKGROUND_PURGE", &hak_opt.background_purge, {0, 0, 0}, 0, 1,
       "a background thread purges memory whose delay has passed, also in idle programs" },
-    { "HAKMEM_PURGE_LAZY", &hak_opt.purge_lazy, {0, 0, 0}, 0, 1,
-      "purge with MADV_FREE (RSS falls only under memory pressure) instead of MADV_DONTNEED" },
+    { "HAKMEM_PURGE_LAZY", &hak_opt.purge_lazy, {1, 0, 0}, 0, 1,
+      "purge with MADV_FREE (RSS falls only under memory pressure) instead of MADV_DONTNEED; malloc_trim always uses MADV_DONTNEED" },
 };
 #define HAK_OPTION_COUNT (sizeof hak_option_table / sizeof hak_option_table[0])
 

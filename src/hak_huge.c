@@ -195,6 +195,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
      * cost more faults than it saved memory: docs/design.md). */
     hak_huge_setup(seg, need, offset);
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
+    hak_cache_huge_live((int64_t)need);
     uint8_t *p = seg->pages[0].start;
     if (zero && dirty > offset) memset(p, 0, dirty - offset < size ? dirty - offset : size);
     return p;
@@ -203,6 +204,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
 void hak_huge_free(hak_segment_t *seg) {
     size_t size = seg->map_size;
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
+    hak_cache_huge_live(-(int64_t)size);
     hak_huge_header_init(seg, size);             /* its page is no longer in use */
     if (hak_cache_huge_put(seg, size, size)) { hak_purger_kick(); return; }
     hak_huge_release(seg, size);
@@ -221,6 +223,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         /* Shrink: give back the units it no longer reaches. */
         if (new_map < old_map) {
             if (hak_os_remap(seg, old_map, new_map, NULL)) {
+                hak_cache_huge_live(-(int64_t)(old_map - new_map));
                 hak_huge_mark_units(seg, hak_units(new_map), hak_units(old_map), false);
                 seg->map_size = new_map;
                 page->block_size = page->area = new_map - offset;
@@ -229,6 +232,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         return p;
     }
     if (hak_os_remap(seg, old_map, new_map, NULL)) {
+        hak_cache_huge_live((int64_t)(new_map - old_map));
         seg->map_size = new_map;
         page->block_size = page->area = new_map - offset;
         hak_huge_mark(seg, new_map, true);
@@ -236,6 +240,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     }
     hak_segment_t *moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
     if (!moved) { errno = ENOMEM; return NULL; }
+    hak_cache_huge_live((int64_t)(new_map - old_map));
     hak_huge_setup(moved, new_map, offset);
     return moved->pages[0].start;
 }

@@ -9,7 +9,9 @@
  * Each pool keeps dirty memory for at most the purge delay D and holds at
  * most max(floor, demand) bytes dirty, purging the oldest first; the demand
  * is what the program took again from that pool lately (bytes, halving
- * every D).  Purging runs inside allocator calls (a slot freed or taken, a
+ * every D; the limit is a multiple of it, hak_purge.h); the huge cache also
+ * stays within the program's peak of huge memory in use.  Purging runs
+ * inside allocator calls (a slot freed or taken, a
  * segment or huge block cached or taken, the malloc slow path) and, when
  * HAKMEM_BACKGROUND_PURGE=1, in one background thread that also reaches idle
  * threads.  malloc_trim(0) purges every pool at once. */
@@ -68,6 +70,13 @@ static uint64_t hak_keep_bytes(uint64_t demand_bytes, uint64_t demand_at, uint64
 void hak_purge_range(void *p, size_t size) {
     if (hak_opt.purge_lazy) hak_os_purge_lazy(p, size);
     else hak_os_purge(p, size);
+}
+
+/* malloc_trim (HAK_PURGE_ALL) returns the memory now, whatever the profile's
+ * way: MADV_FREE would leave it in RSS until the kernel needs it. */
+static void hak_purge_mode_range(void *p, size_t size, bool all) {
+    if (all) hak_os_purge(p, size);
+    else hak_purge_range(p, size);
 }
 
 /* ---- statistics (HAKMEM_STATS) ---- */
@@ -235,7 +244,7 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
                     uint8_t *lo = hak_segment_page_area(seg, page, &len);
                     uint8_t *alo = (uint8_t *)hak_round_up((uintptr_t)lo, os_page);
                     if (run_hi != alo) {
-                        if (run_lo) hak_purge_range(run_lo, (size_t)(run_hi - run_lo));
+                        if (run_lo) hak_purge_mode_range(run_lo, (size_t)(run_hi - run_lo), all);
                         run_lo = alo;
                     }
                     run_hi = lo + len;
@@ -244,7 +253,7 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
                     heap->purge_pending_bytes_k -= page->dirty_kb;
                     purged_kb += page->dirty_kb;       /* dirty_kb stays: the extent last used */
                 } else if (run_lo) {
-                    hak_purge_range(run_lo, (size_t)(run_hi - run_lo));
+                    hak_purge_mode_range(run_lo, (size_t)(run_hi - run_lo), all);
                     run_lo = run_hi = NULL;
                 }
             }
@@ -292,6 +301,10 @@ static uint64_t hak_cache_credit, hak_cache_credit_at;
  * memory the decay should have kept, and raises the demand by as much */
 static uint64_t hak_cache_ghost, hak_cache_ghost_at;
 static uint64_t hak_cache_due;               /* earliest since + delay of a dirty entry (0: none) */
+/* bytes of huge mappings in use, and their high-water mark: the huge cache
+ * keeps no more dirty than the floor plus what the program would need to be
+ * back at that mark (hak_cache_huge_live) */
+static uint64_t hak_huge_live, hak_huge_live_peak;
 
 /* What the unlocked peeks of hak_cache_segment_take and hak_cache_huge_take
  * read: whether there is anything to take (or, for huge blocks, a ghost to
@@ -366,8 +379,13 @@ static void hak_cache_expire_locked(uint64_t now, bool all) {
             i++;
         }
     }
-    uint64_t keep = hak_keep_bytes(hak_cache_demand, hak_cache_demand_at, now) +
-                    hak_decayed(hak_cache_credit, hak_cache_credit_at, now);
+    /* The caches keep the floor or twice their demand (a heap 5/4): the
+     * huge cache's peak cap (hak_chuge_cap_locked) bounds what that costs
+     * in RSS, and a program's huge blocks come and go in larger steps than
+     * its slots.  On top: the credit of heaps leaving their threads. */
+    uint64_t d = hak_decayed(hak_cache_demand, hak_cache_demand_at, now), f = hak_floor_bytes();
+    uint64_t keep = 2 * d > f ? 2 * d : f, credit = hak_decayed(hak_cache_credit, hak_cache_credit_at, now);
+    keep = keep + credit < keep ? UINT64_MAX : keep + credit;
     if (hak_cache_dirty <= keep) return;
     uint64_t target = keep - keep / 4;
     size_t si = 0, hi = 0;
@@ -379,6 +397,33 @@ static void hak_cache_expire_locked(uint64_t now, bool all) {
         else if (huge) hak_chuge_unmap(hi);
         else break;
     }
+}
+
+/* The huge cache's own cap (lock held): committed huge memory, in use and
+ * cached, stays within the floor plus the most the program has had in use;
+ * beyond that the oldest cached mappings go (what the program could not use
+ * even at its peak is not worth its RSS). */
+static void hak_chuge_cap_locked(void) {
+    if (!hak_purging()) return;
+    uint64_t hd = 0;
+    for (size_t i = 0; i < hak_chuge_n; i++) hd += hak_chuge[i].dirty;
+    uint64_t gap = hak_huge_live_peak > hak_huge_live ? hak_huge_live_peak - hak_huge_live : 0;
+    uint64_t cap = gap + hak_floor_bytes();
+    if (cap < gap) return;                      /* no floor (-1): no limit */
+    for (size_t i = 0; hd > cap && i < hak_chuge_n;) {
+        if (!hak_chuge[i].dirty) { i++; continue; }
+        hd -= hak_chuge[i].dirty;
+        hak_chuge_unmap(i);
+        hak_pst_add(cache_cap_purges, 1);
+    }
+}
+
+void hak_cache_huge_live(int64_t delta) {
+    pthread_mutex_lock(&hak_cache_lock);
+    hak_huge_live += (uint64_t)delta;
+    if (hak_huge_live > hak_huge_live_peak) hak_huge_live_peak = hak_huge_live;
+    hak_chuge_cap_locked();
+    pthread_mutex_unlock(&hak_cache_lock);
 }
 
 /* Which cached segment to take: the newest dirty one of the kind asked
@@ -530,6 +575,7 @@ bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty) {
     hak_cache_dirty += dirty;
     hak_cache_note_due(now);
     hak_cache_expire_locked(now, false);
+    hak_chuge_cap_locked();
     hak_cache_unlock();
     hak_pst_add(huge_put, 1);
     return true;
@@ -543,6 +589,7 @@ size_t hak_cache_trim(void) {
     while (hak_chuge_n) { bytes += hak_chuge[hak_chuge_n - 1].size; hak_chuge_unmap(hak_chuge_n - 1); }
     hak_cache_due = 0;
     hak_cache_ghost = hak_cache_demand = hak_cache_regret = hak_cache_credit = 0;   /* malloc_trim */
+    hak_huge_live_peak = hak_huge_live;
     hak_cache_unlock();
     return bytes;
 }

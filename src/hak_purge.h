@@ -6,11 +6,14 @@
  * cache of freed huge mappings.  All three follow one rule, the decay
  * (docs/design.md, "Memory return"):
  *   - memory unused for the purge delay D (HAKMEM_PURGE_DELAY_MS) is purged;
- *   - a pool keeps at most max(floor, 5/4 demand) bytes committed, where
- *     the floor is HAKMEM_PURGE_BUDGET_KB and the demand is how much the
- *     pool held when the program last took memory from it, plus what it
- *     took again after the decay had purged it (a high-water mark that
- *     halves every D); beyond it the oldest memory is purged first.
+ *   - a heap keeps at most max(floor, 5/4 demand) bytes committed, the
+ *     caches max(floor, 2 demand), where the floor is
+ *     HAKMEM_PURGE_BUDGET_KB and the demand is how much the pool held when
+ *     the program last took memory from it, plus what it took again after
+ *     the decay had purged it (a high-water mark that halves every D);
+ *     beyond it the oldest memory is purged first;
+ *   - huge memory in use and cached stays within the floor plus the peak
+ *     of huge memory in use (hak_cache_huge_live).
  * So the memory a program keeps reusing stays committed, and a program that
  * frees everything without reusing it is down to the floor at once. */
 #ifndef HAK_PURGE_H
@@ -89,6 +92,8 @@ size_t hak_cache_huge_take(size_t need, size_t align, hak_piece_t *out, size_t m
 /* Keep a freed huge mapping of size bytes (its header says it is free, its
  * region-map entries stay); false: the caller unmaps it. */
 bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty);
+/* Bytes of huge mappings in use grew or shrank by delta (hak_huge.c). */
+void hak_cache_huge_live(int64_t delta);
 
 /* ---- trim, background purger, fork ---- */
 size_t hak_cache_trim(void);           /* empty both caches; bytes released */

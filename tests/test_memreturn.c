@@ -369,6 +369,35 @@ static void test_trim_returns(void)
            after, base, peak);
 }
 
+/* malloc_trim(0) returns free slots of a segment still in use right away,
+ * also in a profile that purges with MADV_FREE (speed): RSS falls. */
+static void test_trim_slots_now(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    long delay = env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : 250);
+    if (profile_is("lean") || (delay >= 0 && delay < 250) || env_long("HAKMEM_PURGE_BUDGET_KB", 1) == 0)
+        SKIP_TEST("needs free slots that stay committed until malloc_trim");
+    enum { N = 12 };
+    char *p[N];
+    malloc_trim(0);
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(200 * 1024);
+        CHECK(p[i] != NULL);
+        if (!p[i])
+            return;
+        fill(p[i], 200 * 1024, (uint64_t)i);
+    }
+    for (int i = 1; i < N; i++)               /* p[0] keeps the segment in the heap */
+        free(p[i]);
+    long before = rss_kib();
+    malloc_trim(0);
+    long after = rss_kib();
+    CHECKF(before - after >= 1024, "RSS %ld KiB before malloc_trim, %ld after: the free slots stayed", before, after);
+    CHECK(intact(p[0], 200 * 1024, 0));
+    free(p[0]);
+}
+
 /* Without the purger and without malloc_trim: a program that frees
  * everything it did not reuse keeps at most the decay's floors. */
 static void test_free_all_floor(void)
@@ -387,6 +416,49 @@ static void test_free_all_floor(void)
     /* floors: 4 MiB for the heap, 4 MiB for the caches; pages kept per class */
     CHECKF(after <= base + 24 * 1024, "RSS %ld KiB right after freeing %ld KiB (start %ld)", after, peak - base,
            base);
+}
+
+/* The huge cache keeps no more than the program would need to be back at
+ * its peak of huge memory in use: a cached block goes when the program's
+ * huge blocks grow to that peak without taking it (a realloc that grows in
+ * place or moves), even though the demand would keep it. */
+static void test_huge_peak_cap(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    if (!profile_is("balanced") || getenv("HAKMEM_PURGE_BUDGET_KB") || getenv("HAKMEM_PURGE_DELAY_MS") ||
+        getenv("HAKMEM_HUGE_CACHE_MB"))
+        SKIP_TEST("checks the balanced profile's defaults");
+    malloc_trim(0);                              /* no demand, no peak from earlier tests */
+    for (int i = 0; i < 4; i++) {                /* the demand learns a 64 MiB block */
+        char *p = malloc(64 * MiB);
+        CHECK(p != NULL);
+        if (!p)
+            return;
+        fill(p, 64 * MiB, 1);
+        free(p);
+    }
+    char *a = malloc(64 * MiB);                  /* the cached block, */
+    char *c = malloc(8 * MiB);                   /* then a fresh one */
+    CHECK(c != NULL && a != NULL);
+    if (!c || !a)
+        return;
+    fill(c, 8 * MiB, 2);
+    fill(a, 64 * MiB, 3);
+    free(a);                                     /* cached: the program was at 72 MiB */
+    long before = rss_kib();
+    char *g = realloc(c, 72 * MiB);              /* back at the peak without the cache */
+    CHECK(g != NULL);
+    if (!g)
+        return;
+    CHECK(pat_check(g, 8 * MiB, pat_seed(c, 8 * MiB, 2)) == PAT_OK);
+    fill(g, 72 * MiB, 4);
+    long after = rss_kib();
+    /* without the cap: before + 64 MiB; with it the cached 64 MiB goes */
+    CHECKF(after <= before + 32 * 1024, "RSS %ld KiB after growing to the peak (was %ld KiB)", after, before);
+    CHECK(intact(g, 72 * MiB, 4));
+    free(g);
+    malloc_trim(0);
 }
 
 /* a thread that frees what it allocated, then stays alive and idle */
@@ -464,7 +536,7 @@ static void test_purger_idle(void)
         SKIP_TEST("hakmem not loaded");
     long delay = env_long("HAKMEM_PURGE_DELAY_MS", 250);
     if (env_long("HAKMEM_BACKGROUND_PURGE", 0) != 1 || delay <= 0 || delay > 1000 ||
-        env_long("HAKMEM_PURGE_LAZY", 0))
+        env_long("HAKMEM_PURGE_LAZY", profile_is("speed")))
         SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED");
     malloc_trim(0);
     long base = rss_kib();
@@ -677,7 +749,9 @@ int main(int argc, char **argv)
     RUN(huge_owns);
     RUN(large_spans);
     RUN(trim_returns);
+    RUN(trim_slots_now);
     RUN(free_all_floor);
+    RUN(huge_peak_cap);
     RUN(trim_reaches_threads);
     RUN(purger_idle);
     RUN(thread_churn_reuse);

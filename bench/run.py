@@ -288,10 +288,18 @@ def summarize(runs, allocs, workloads, sysc):
         for row in wl_rows:
             row["ratio_vs_" + BASELINE] = stats.ratio(med.get(row["allocator"]), med.get(BASELINE))
             row["faults_ratio_vs_" + BASELINE] = stats.ratio(row.get("minflt_per_op"), base_faults)
+    # the geometric means cover the workloads every allocator ran, so that
+    # they compare (a workload run under a few allocators only, such as
+    # request_arena_destroy, has its rows but no say in the means)
+    ran = {}
+    for r in rows:
+        if r.get("ratio_vs_" + BASELINE):
+            ran.setdefault(r["workload"], set()).add(r["allocator"])
+    common = {wl for wl, who in ran.items() if all(a in who for a, _ in allocs)}
     geo = {}
     for a, _ in allocs:
         rs = [r["ratio_vs_" + BASELINE] for r in rows
-              if r["allocator"] == a and r.get("ratio_vs_" + BASELINE)]
+              if r["allocator"] == a and r["workload"] in common and r.get("ratio_vs_" + BASELINE)]
         geo[a] = (stats.geomean(rs), len(rs)) if rs else (None, 0)
     return rows, geo
 

@@ -262,6 +262,25 @@ class TestRunnerSummary(unittest.TestCase):
         self.assertAlmostEqual(h["ratio_vs_mimalloc"], (1000 / 3.0) / 1000.0)
         self.assertEqual(h["failed_runs"], 1)
 
+    def test_geomean_covers_workloads_every_allocator_ran(self):
+        out = self.runs()
+        # a workload run under hakmem and the baseline only, with a third
+        # allocator in the comparison: it has rows, but no say in the means
+        allocs = self.ALLOCS + [("tcmalloc", "/z/libtcmalloc.so")]
+        for rep in range(3):
+            f = stats.parse_result_line(HAKMEM_LINE)
+            f.update(workload="churn_mixed", ops=1000, seconds=1.0, ops_per_sec=1000.0)
+            out.append(run.Run("churn_mixed", "tcmalloc", rep, fields=f))
+            for alloc, secs in (("hakmem", 0.1), ("mimalloc", 1.0)):
+                f = stats.parse_result_line(HAKMEM_LINE)
+                f.update(workload="arena", ops=1000, seconds=secs, ops_per_sec=1000 / secs)
+                out.append(run.Run("arena", alloc, rep, fields=f))
+        rows, geo = run.summarize(out, allocs, ["churn_mixed", "arena"], {})
+        self.assertIn(("arena", "hakmem"), [(r["workload"], r["allocator"]) for r in rows])
+        self.assertEqual(geo["hakmem"][1], 1)
+        self.assertAlmostEqual(geo["hakmem"][0], (1000 / 3.0) / 1000.0)
+        self.assertEqual(geo["tcmalloc"], (1.0, 1))
+
     def test_table_and_csv_carry_the_fault_column(self):
         rows, geo = run.summarize(self.runs(), self.ALLOCS, ["churn_mixed"], {})
         text = "\n".join(run.table_lines(rows, geo))

@@ -58,6 +58,25 @@ pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; SUITE_STATUS=1; }
 skip() { echo "SKIP $1: $2"; }
 
+# expect_report NAME STATUS REGEX CMD...: a misuse case.  Runs CMD; passes
+# when it exits with STATUS (134: SIGABRT), its output matches REGEX (the
+# report) and it did not print SURVIVED (the program ran on after the misuse).
+expect_report() {
+    local name=$1 want=$2 re=$3 out rc
+    shift 3
+    out=$("$@" 2>&1)
+    rc=$?
+    if ((rc != want)); then
+        fail "$name" "exit status $rc, want $want; output: $(head -c 300 <<<"$out")"
+    elif ! grep -Eq -- "$re" <<<"$out"; then
+        fail "$name" "output lacks /$re/: $(head -c 300 <<<"$out")"
+    elif grep -q SURVIVED <<<"$out"; then
+        fail "$name" "program ran on after the misuse"
+    else
+        pass "$name"
+    fi
+}
+
 # build_compat PREFIX WORKDIR: the helper programs of mk/compat.mk (skipped
 # when up to date); on failure print "FAIL PREFIX.build" and return 1
 build_compat() {

@@ -12,18 +12,7 @@ need misuse "$BIN" "$REL_SO" "$DBG_SO" || exit 1
 expect() {
     local name=$1 so=$2 case=$3 want=$4 re=$5
     shift 5
-    local out rc
-    out=$(env "$@" LD_PRELOAD="$so" timeout 20 "$BIN" "$case" 2>&1)
-    rc=$?
-    if ((rc != want)); then
-        fail "$name" "exit status $rc, want $want; output: $(head -c 300 <<<"$out")"
-    elif ! grep -Eq -- "$re" <<<"$out"; then
-        fail "$name" "output lacks /$re/: $(head -c 300 <<<"$out")"
-    elif grep -q SURVIVED <<<"$out"; then
-        fail "$name" "program ran on after the misuse"
-    else
-        pass "$name"
-    fi
+    expect_report "$name" "$want" "$re" env "$@" LD_PRELOAD="$so" timeout 20 "$BIN" "$case"
 }
 ABRT=134 SEGV=139 P='0x[0-9a-f]+'
 for v in release debug; do

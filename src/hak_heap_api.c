@@ -59,7 +59,7 @@ HAK_INLINE hak_heap_t *hak_pub_check(hakmem_heap_t *hh, const char *op) {
  * for every other huge block) and sits on the heap's list.  hak_huge_free
  * and a moving hak_huge_realloc call the two hooks below. */
 static void hak_pub_huge_link_locked(hak_heap_t *h, hak_segment_t *seg) {
-    seg->heap = h;
+    __atomic_store_n(&seg->heap, h, __ATOMIC_RELAXED);   /* hak_huge.c reads it unlocked */
     seg->prev = NULL;
     seg->next = h->pub_huge;
     if (seg->next) seg->next->prev = seg;
@@ -77,7 +77,7 @@ static void hak_pub_huge_unlink_locked(hak_segment_t *seg) {
     else h->pub_huge = seg->next;
     if (seg->next) seg->next->prev = seg->prev;
     seg->next = seg->prev = NULL;
-    seg->heap = NULL;
+    __atomic_store_n(&seg->heap, NULL, __ATOMIC_RELAXED);
 }
 void hak_pub_huge_unlink(hak_segment_t *seg) {
     pthread_mutex_lock(&hak_pub_huge_lock);

@@ -201,7 +201,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
 }
 
 void hak_huge_free(hak_segment_t *seg) {
-    if (seg->heap) hak_pub_huge_unlink(seg);     /* a public heap's block */
+    if (__atomic_load_n(&seg->heap, __ATOMIC_RELAXED)) hak_pub_huge_unlink(seg);   /* a public heap's block */
     size_t size = seg->map_size;
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
     hak_huge_header_init(seg, size);             /* its page is no longer in use */
@@ -235,7 +235,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         hak_huge_mark(seg, new_map, true);
         return p;
     }
-    hak_heap_t *owner = seg->heap;               /* a public heap's block stays its */
+    hak_heap_t *owner = __atomic_load_n(&seg->heap, __ATOMIC_RELAXED);   /* a public heap's block stays its */
     if (owner) hak_pub_huge_unlink(seg);
     hak_segment_t *moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
     if (!moved) {

@@ -10,6 +10,8 @@
 #include "testutil.h"
 #include "hakmem.h"
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -455,6 +457,40 @@ static void test_huge_delete(void) {
     CHECK(visit_count() == before);
 }
 
+/* delete while another thread frees the heap's blocks, many of them in full
+ * pages: a free that read the old owner may land on the deleted heap's
+ * delayed list after delete drained it; the next hakmem_heap_new (which
+ * takes that heap structure again) gives it to its page's new owner.  Then
+ * no block is left counted as live. */
+typedef struct { void **p; size_t n; _Atomic size_t done; } race_t;
+static void *race_free(void *arg) {
+    race_t *r = arg;
+    for (size_t i = 0; i < r->n; i++) { free(r->p[i]); atomic_fetch_add(&r->done, 1); }
+    return NULL;
+}
+static void test_delete_race(void) {
+    NEED_HAKMEM();
+    enum { N = 6000 };
+    static void *p[N];
+    size_t before = visit_count();
+    for (int round = 0; round < 60; round++) {
+        hakmem_heap_t *h = hakmem_heap_new();
+        for (int i = 0; i < N; i++) p[i] = hakmem_heap_malloc(h, 16 + (size_t)(i % 4) * 16);
+        race_t r = { p, N, 0 };
+        pthread_t t;
+        pthread_create(&t, NULL, race_free, &r);
+        while (atomic_load(&r.done) < (size_t)(round % 10) * N / 12) sched_yield();
+        hakmem_heap_delete(h);
+        pthread_join(t, NULL);
+        hakmem_heap_t *h2 = hakmem_heap_new();
+        hakmem_heap_destroy(h2);
+        for (int i = 0; i < 200; i++) free(malloc(16 + (size_t)(i % 4) * 16));   /* the default heap collects */
+        size_t now = visit_count();
+        CHECKF(now == before, "round %d: %zu live blocks, want %zu", round, now, before);
+        if (now != before) break;
+    }
+}
+
 /* ---- misuse, one per run ---- */
 static hakmem_heap_t *mh;
 static void *use_heap(void *a) { (void)a; hakmem_heap_malloc(mh, 8); return NULL; }
@@ -560,5 +596,6 @@ int main(int argc, char **argv) {
     RUN_TEST(visit_process);
     RUN_TEST(huge);
     RUN_TEST(huge_delete);
+    RUN_TEST(delete_race);
     return check_exit_code();
 }

@@ -65,7 +65,7 @@ static void hak_pub_huge_link_locked(hak_heap_t *h, hak_segment_t *seg) {
     if (seg->next) seg->next->prev = seg;
     h->pub_huge = seg;
 }
-void hak_pub_huge_link(hak_heap_t *h, hak_segment_t *seg) {
+static void hak_pub_huge_link(hak_heap_t *h, hak_segment_t *seg) {
     pthread_mutex_lock(&hak_pub_huge_lock);
     hak_pub_huge_link_locked(h, seg);
     pthread_mutex_unlock(&hak_pub_huge_lock);
@@ -82,6 +82,23 @@ static void hak_pub_huge_unlink_locked(hak_segment_t *seg) {
 void hak_pub_huge_unlink(hak_segment_t *seg) {
     pthread_mutex_lock(&hak_pub_huge_lock);
     hak_pub_huge_unlink_locked(seg);
+    pthread_mutex_unlock(&hak_pub_huge_lock);
+}
+
+/* A moving hak_huge_realloc of a heap's block (from any thread) holds the
+ * lock over the move, so that a delete or destroy of the heap sees the block
+ * either before (and makes it plain: seg->heap NULL, no hold) or after, at
+ * its new place; never unlinked half-way. */
+hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg) {
+    if (!__atomic_load_n(&seg->heap, __ATOMIC_RELAXED)) return NULL;
+    pthread_mutex_lock(&hak_pub_huge_lock);
+    hak_heap_t *h = seg->heap;
+    if (!h) { pthread_mutex_unlock(&hak_pub_huge_lock); return NULL; }
+    hak_pub_huge_unlink_locked(seg);
+    return h;
+}
+void hak_pub_huge_unhold(hak_heap_t *h, hak_segment_t *seg) {
+    hak_pub_huge_link_locked(h, seg);
     pthread_mutex_unlock(&hak_pub_huge_lock);
 }
 

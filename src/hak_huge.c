@@ -235,15 +235,10 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         hak_huge_mark(seg, new_map, true);
         return p;
     }
-    hak_heap_t *owner = __atomic_load_n(&seg->heap, __ATOMIC_RELAXED);   /* a public heap's block stays its */
-    if (owner) hak_pub_huge_unlink(seg);
+    hak_heap_t *owner = hak_pub_huge_hold(seg);   /* a public heap's block stays its */
     hak_segment_t *moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
-    if (!moved) {
-        if (owner) hak_pub_huge_link(owner, seg);
-        errno = ENOMEM;
-        return NULL;
-    }
-    hak_huge_setup(moved, new_map, offset);
-    if (owner) hak_pub_huge_link(owner, moved);
+    if (moved) hak_huge_setup(moved, new_map, offset);
+    if (owner) hak_pub_huge_unhold(owner, moved ? moved : seg);
+    if (!moved) { errno = ENOMEM; return NULL; }
     return moved->pages[0].start;
 }

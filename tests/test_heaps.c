@@ -491,6 +491,40 @@ static void test_delete_race(void) {
     }
 }
 
+/* delete while another thread reallocates (moves) a huge block of the heap:
+ * the block ends plain (the default heap's), never on the dead heap's list
+ * (where the next heap to take that structure would own it) */
+static void *move_huge(void *arg) {
+    void **q = arg;
+    for (int i = 0; i < 12; i++) {
+        void *r = realloc(*q, (size_t)(3 + (i % 4) * 9) * MiB);
+        if (r) *q = r;
+    }
+    return NULL;
+}
+static void test_huge_delete_race(void) {
+    NEED_HAKMEM();
+    size_t before = visit_count();
+    for (int round = 0; round < 30; round++) {
+        hakmem_heap_t *h = hakmem_heap_new();
+        void *q = hakmem_heap_malloc(h, 3 * MiB);
+        CHECK(q != NULL);
+        if (!q) return;
+        pthread_t t;
+        pthread_create(&t, NULL, move_huge, &q);
+        if (round % 3) usleep((useconds_t)(round * 50));
+        hakmem_heap_delete(h);
+        pthread_join(t, NULL);
+        hakmem_heap_t *h2 = hakmem_heap_new();
+        hakmem_heap_stats_t st;
+        CHECK(hakmem_heap_stats(h2, &st, sizeof st) == 0 && st.blocks_in_use == 0);
+        hakmem_heap_destroy(h2);
+        CHECK(process_has(q) == 1);
+        free(q);
+    }
+    CHECK(visit_count() == before);
+}
+
 /* ---- misuse, one per run ---- */
 static hakmem_heap_t *mh;
 static void *use_heap(void *a) { (void)a; hakmem_heap_malloc(mh, 8); return NULL; }
@@ -597,5 +631,6 @@ int main(int argc, char **argv) {
     RUN_TEST(huge);
     RUN_TEST(huge_delete);
     RUN_TEST(delete_race);
+    RUN_TEST(huge_delete_race);
     return check_exit_code();
 }

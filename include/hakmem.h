@@ -109,10 +109,11 @@ int hakmem_collect(void);
  * it, destroy, delete, visit it or read its stats; any other use, a NULL
  * heap and a destroyed one are reported and abort.  Its blocks are ordinary
  * hakmem blocks: free, realloc and malloc_usable_size take them from any
- * thread.  Blocks up to HAKMEM_HEAP_MAX_SIZE; a larger request fails with
- * ENOMEM. */
+ * thread.  Any size: a block above HAKMEM_HEAP_MAX_SIZE (the largest size
+ * class) is a huge block with a mapping of its own, and it belongs to the
+ * heap like every other block. */
 typedef struct hakmem_heap_s hakmem_heap_t;
-#define HAKMEM_HEAP_MAX_SIZE ((size_t)2 << 20)
+#define HAKMEM_HEAP_MAX_SIZE ((size_t)2 << 20)   /* largest block served from the heap's pages */
 
 /* A new empty heap owned by the calling thread; NULL (errno ENOMEM) if
  * memory is short. */

@@ -22,15 +22,19 @@
 #include <pthread.h>
 
 #define HAK_PUB_LIVE 0x6c697665u   /* "live" */
-#define HAK_PUB_DEAD 0x64656164u   /* "dead": destroyed or deleted, waiting for reuse */
+#define HAK_PUB_DEAD 0x64656164u   /* "dead": destroyed, waiting for reuse */
+#define HAK_PUB_GONE 0x676f6e65u   /* "gone": deleted, waiting for reuse */
 
 static pthread_mutex_t hak_pub_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The lists of huge blocks of every public heap (heap->pub_huge, linked by
+ * seg->next/prev): the owner adds, any thread's free() removes. */
+static pthread_mutex_t hak_pub_huge_lock = PTHREAD_MUTEX_INITIALIZER;
 static hak_heap_t *hak_pub_free;      /* dead heaps, linked by pub_next */
 static pthread_once_t hak_pub_once = PTHREAD_ONCE_INIT;
 
-static void hak_pub_prepare(void) { pthread_mutex_lock(&hak_pub_lock); }
-static void hak_pub_parent(void) { pthread_mutex_unlock(&hak_pub_lock); }
-static void hak_pub_child(void) { pthread_mutex_init(&hak_pub_lock, NULL); }
+static void hak_pub_prepare(void) { pthread_mutex_lock(&hak_pub_lock); pthread_mutex_lock(&hak_pub_huge_lock); }
+static void hak_pub_parent(void) { pthread_mutex_unlock(&hak_pub_huge_lock); pthread_mutex_unlock(&hak_pub_lock); }
+static void hak_pub_child(void) { pthread_mutex_init(&hak_pub_huge_lock, NULL); pthread_mutex_init(&hak_pub_lock, NULL); }
 static void hak_pub_init(void) { pthread_atfork(hak_pub_prepare, hak_pub_parent, hak_pub_child); }
 
 /* The misuse checks every hakmem_heap_* call makes: a NULL heap, a destroyed
@@ -39,7 +43,7 @@ static void hak_pub_init(void) { pthread_atfork(hak_pub_prepare, hak_pub_parent,
 static HAK_NOINLINE void hak_pub_report(hak_heap_t *h, const char *op) {
     if (!h) hak_fatal(op, "NULL heap", NULL);
     uint32_t magic = __atomic_load_n(&h->pub_magic, __ATOMIC_ACQUIRE);
-    if (magic == HAK_PUB_DEAD) hak_fatal(op, "heap already destroyed or deleted", h);
+    if (magic == HAK_PUB_DEAD || magic == HAK_PUB_GONE) hak_fatal(op, "heap already destroyed or deleted", h);
     if (magic != HAK_PUB_LIVE || !h->parent) hak_fatal(op, "invalid heap (not made by hakmem_heap_new)", h);
     if (h->parent != hak_tls_heap) hak_fatal(op, "heap used from a thread that does not own it", h);
 }
@@ -47,6 +51,63 @@ HAK_INLINE hak_heap_t *hak_pub_check(hakmem_heap_t *hh, const char *op) {
     hak_heap_t *h = (hak_heap_t *)hh;
     if (hak_unlikely(!h || h->parent != hak_tls_heap || h->pub_magic != HAK_PUB_LIVE)) hak_pub_report(h, op);
     return h;
+}
+
+/* ---- huge blocks of public heaps ----
+ * A huge block (hak_huge.c) has a mapping of its own, no page in a heap's
+ * segment: a public heap's huge block carries the heap in seg->heap (NULL
+ * for every other huge block) and sits on the heap's list.  hak_huge_free
+ * and a moving hak_huge_realloc call the two hooks below. */
+static void hak_pub_huge_link_locked(hak_heap_t *h, hak_segment_t *seg) {
+    __atomic_store_n(&seg->heap, h, __ATOMIC_RELAXED);   /* hak_huge.c reads it unlocked */
+    seg->prev = NULL;
+    seg->next = h->pub_huge;
+    if (seg->next) seg->next->prev = seg;
+    h->pub_huge = seg;
+}
+static void hak_pub_huge_link(hak_heap_t *h, hak_segment_t *seg) {
+    pthread_mutex_lock(&hak_pub_huge_lock);
+    hak_pub_huge_link_locked(h, seg);
+    pthread_mutex_unlock(&hak_pub_huge_lock);
+}
+static void hak_pub_huge_unlink_locked(hak_segment_t *seg) {
+    hak_heap_t *h = seg->heap;
+    if (!h) return;
+    if (seg->prev) seg->prev->next = seg->next;
+    else h->pub_huge = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    seg->next = seg->prev = NULL;
+    __atomic_store_n(&seg->heap, NULL, __ATOMIC_RELAXED);
+}
+void hak_pub_huge_unlink(hak_segment_t *seg) {
+    pthread_mutex_lock(&hak_pub_huge_lock);
+    hak_pub_huge_unlink_locked(seg);
+    pthread_mutex_unlock(&hak_pub_huge_lock);
+}
+
+/* A moving hak_huge_realloc of a heap's block (from any thread) holds the
+ * lock over the move, so that a delete or destroy of the heap sees the block
+ * either before (and makes it plain: seg->heap NULL, no hold) or after, at
+ * its new place; never unlinked half-way. */
+hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg) {
+    if (!__atomic_load_n(&seg->heap, __ATOMIC_RELAXED)) return NULL;
+    pthread_mutex_lock(&hak_pub_huge_lock);
+    hak_heap_t *h = seg->heap;
+    if (!h) { pthread_mutex_unlock(&hak_pub_huge_lock); return NULL; }
+    hak_pub_huge_unlink_locked(seg);
+    return h;
+}
+void hak_pub_huge_unhold(hak_heap_t *h, hak_segment_t *seg) {
+    hak_pub_huge_link_locked(h, seg);
+    pthread_mutex_unlock(&hak_pub_huge_lock);
+}
+
+/* A huge block for heap h (size above HAKMEM_HEAP_MAX_SIZE, or an alignment
+ * the size classes do not give). */
+static void *hak_pub_huge_alloc(hak_heap_t *h, size_t size, size_t align, bool zero) {
+    void *p = hak_huge_alloc(size, align, zero);
+    if (p) hak_pub_huge_link(h, hak_segment_of_checked(p));   /* the header may lie units before p */
+    return p;
 }
 
 HAK_EXPORT hakmem_heap_t *hakmem_heap_new(void) {
@@ -59,6 +120,12 @@ HAK_EXPORT hakmem_heap_t *hakmem_heap_new(void) {
     if (h) hak_pub_free = h->pub_next;
     pthread_mutex_unlock(&hak_pub_lock);
     if (!h && !(h = hak_heap_make(HAK_HEAP_OWNED))) { errno = ENOMEM; return NULL; }
+    /* a remote free that raced with hakmem_heap_delete may have left a block
+     * on the deleted heap's delayed list: it goes to its segment's owner now
+     * (after a destroy the list holds nothing: a free racing with the destroy
+     * is the program's data race, docs/heaps.md) */
+    if (h->pub_magic == HAK_PUB_GONE) hak_heap_process_delayed(h);
+    else atomic_store_explicit(&h->xdelayed, NULL, memory_order_relaxed);
     h->pub_next = NULL;
     h->parent = self;
     __atomic_store_n(&h->pub_magic, HAK_PUB_LIVE, __ATOMIC_RELEASE);
@@ -71,7 +138,7 @@ HAK_EXPORT hakmem_heap_t *hakmem_heap_new(void) {
  * that makes one heap per request starts with them, without a trip through
  * the segment cache; their free slots are purged by the decay as any heap's.
  * Any other dead heap gives them back. */
-static void hak_pub_retire(hak_heap_t *h) {
+static void hak_pub_retire(hak_heap_t *h, uint32_t magic) {
     pthread_mutex_lock(&hak_pub_lock);
     bool keep = hak_pub_free == NULL;
     pthread_mutex_unlock(&hak_pub_lock);
@@ -81,7 +148,7 @@ static void hak_pub_retire(hak_heap_t *h) {
             if (h->segs[k].first) hak_fatal("hakmem_heap_destroy()", "segment left in a dead heap", h);
         if (h->purge_pending_bytes_k) hak_fatal("hakmem_heap_destroy()", "purge accounting left in a dead heap", h);
     }
-    __atomic_store_n(&h->pub_magic, HAK_PUB_DEAD, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->pub_magic, magic, __ATOMIC_RELEASE);
     h->parent = NULL;
     pthread_mutex_lock(&hak_pub_lock);
     h->pub_next = hak_pub_free;
@@ -91,6 +158,16 @@ static void hak_pub_retire(hak_heap_t *h) {
 
 HAK_EXPORT void hakmem_heap_destroy(hakmem_heap_t *hh) {
     hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_destroy()");
+    /* huge blocks go to the huge cache (page not in use: a later free is
+     * reported) or back to the OS (no longer hakmem's: reported) */
+    for (;;) {
+        pthread_mutex_lock(&hak_pub_huge_lock);
+        hak_segment_t *seg = h->pub_huge;
+        if (seg) hak_pub_huge_unlink_locked(seg);
+        pthread_mutex_unlock(&hak_pub_huge_lock);
+        if (!seg) break;
+        hak_huge_free(seg);
+    }
     /* remote frees into full pages: their pages go now */
     atomic_store_explicit(&h->xdelayed, NULL, memory_order_relaxed);
     for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
@@ -105,12 +182,17 @@ HAK_EXPORT void hakmem_heap_destroy(hakmem_heap_t *hh) {
             page = next;
         }
     }
-    hak_pub_retire(h);
+    hak_pub_retire(h, HAK_PUB_DEAD);
 }
 
 HAK_EXPORT void hakmem_heap_delete(hakmem_heap_t *hh) {
     hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_delete()");
     hak_heap_t *to = h->parent;
+    /* huge blocks become plain huge blocks (the default heaps' huge blocks
+     * belong to no heap) */
+    pthread_mutex_lock(&hak_pub_huge_lock);
+    while (h->pub_huge) hak_pub_huge_unlink_locked(h->pub_huge);
+    pthread_mutex_unlock(&hak_pub_huge_lock);
     hak_heap_collect(h, false);         /* empty pages and segments go first */
     /* no page stays full: no remote free goes to h->xdelayed any more
      * (one that read the owner before the move: hak_heap_process_delayed) */
@@ -128,13 +210,14 @@ HAK_EXPORT void hakmem_heap_delete(hakmem_heap_t *hh) {
             hak_queue_push_back(to, page);
         }
     }
-    hak_pub_retire(h);
+    hak_heap_process_delayed(h);        /* late remote frees (docs/heaps.md): to their new owner */
+    hak_pub_retire(h, HAK_PUB_GONE);
 }
 
 /* ---- allocation ---- */
 
 static void *hak_pub_alloc(hak_heap_t *h, size_t size) {
-    if (hak_unlikely(size > HAK_LARGE_MAX)) { errno = ENOMEM; return NULL; }   /* HAKMEM_HEAP_MAX_SIZE */
+    if (hak_unlikely(size > HAK_LARGE_MAX)) return hak_pub_huge_alloc(h, size, HAK_MIN_ALIGN, false);
     if (hak_likely(size <= HAK_DIRECT_MAX)) {
         hak_page_t *page = h->direct[(size + 15) >> 4];
         hak_block_t *b = page->free;
@@ -157,6 +240,7 @@ HAK_EXPORT void *hakmem_heap_calloc(hakmem_heap_t *hh, size_t n, size_t size) {
     hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_calloc()");
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) { errno = ENOMEM; return NULL; }
+    if (total > HAK_LARGE_MAX) return hak_pub_huge_alloc(h, total, HAK_MIN_ALIGN, true);   /* zeroes only reused memory */
     void *p = hak_pub_alloc(h, total);
     if (p) memset(p, 0, total);
     return p;
@@ -177,6 +261,10 @@ HAK_EXPORT void *hakmem_heap_realloc(hakmem_heap_t *hh, void *p, size_t size) {
         usable = huge ? page->area - (size_t)((uint8_t *)p - page->start)
                       : page->block_size - (size_t)((uint8_t *)p - block);
         if (seg->heap == h && size <= usable && size >= usable / 2) return p;   /* stays */
+        if (huge && seg->heap == h && size > HAK_LARGE_MAX) {   /* pages move, it stays h's */
+            void *q = hak_huge_realloc(seg, p, size);
+            if (q || size > ((size_t)1 << 46)) return q;
+        }
     } else {
         usable = hak_usable_size(p);    /* a glibc block, or reported */
     }
@@ -195,7 +283,7 @@ HAK_EXPORT void *hakmem_heap_aligned_alloc(hakmem_heap_t *hh, size_t align, size
     if (align > SIZE_MAX / 2 + 1) { errno = EINVAL; return NULL; }
     if (align <= HAK_MIN_ALIGN) return hak_pub_alloc(h, size);
     if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzl((unsigned long)align));
-    if (size > HAK_LARGE_MAX || size + align > HAK_LARGE_MAX) { errno = ENOMEM; return NULL; }
+    if (size > HAK_LARGE_MAX || size + align > HAK_LARGE_MAX) return hak_pub_huge_alloc(h, size, align, false);
     void *p = hak_pub_alloc(h, size);
     if (!p || ((uintptr_t)p & (align - 1)) == 0) return p;
     hak_free_inline(p);
@@ -279,7 +367,19 @@ static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
     return 0;
 }
 
+/* The heap's huge blocks: only the owner adds one, but any thread may free
+ * one meanwhile, so the walk holds the lock (the callback must not free). */
+static int hak_walk_huge(hak_heap_t *h, hak_walk_t *w) {
+    int r = 0;
+    pthread_mutex_lock(&hak_pub_huge_lock);
+    for (hak_segment_t *seg = h->pub_huge; seg && !r; seg = seg->next) r = hak_walk_page(h, &seg->pages[0], w);
+    pthread_mutex_unlock(&hak_pub_huge_lock);
+    return r;
+}
+
 static int hak_walk_heap(hak_heap_t *h, hak_walk_t *w) {
+    int r = hak_walk_huge(h, w);
+    if (r) return r;
     for (unsigned c = 0; c <= HAK_CLASS_COUNT; c++) {
         for (hak_page_t *page = c < HAK_CLASS_COUNT ? h->queues[c].first : h->full.first; page; page = page->next) {
             int r = hak_walk_page(h, page, w);

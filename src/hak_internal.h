@@ -196,6 +196,13 @@ void  hak_segment_move(hak_heap_t *from, hak_heap_t *to, hak_segment_t *seg); /*
 void *hak_huge_alloc(size_t size, size_t align, bool zero);
 void  hak_huge_free(hak_segment_t *seg);
 void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size);
+/* a huge block of a public heap (seg->heap set; hak_heap_api.c): free
+ * takes it off its heap's list; a moving realloc holds the list's lock over
+ * the move (hold: the owner, lock held and block unlinked, or NULL; unhold:
+ * links the block's new header and unlocks) */
+void  hak_pub_huge_unlink(hak_segment_t *seg);
+hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg);
+void  hak_pub_huge_unhold(hak_heap_t *h, hak_segment_t *seg);
 
 /* ---- page lookup ---- */
 HAK_INLINE hak_segment_t *hak_segment_of(const void *p) {

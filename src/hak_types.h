@@ -288,6 +288,7 @@ typedef struct hak_heap_s {
     struct hak_heap_s *parent;
     struct hak_heap_s *pub_next;
     uint32_t pub_magic;
+    struct hak_segment_s *pub_huge;        /* its huge blocks (seg->next/prev), under hak_pub_huge_lock */
 } hak_heap_t;
 
 #endif /* HAK_TYPES_H */

@@ -3,7 +3,9 @@
 #   heaps.release.*, heaps.debug.*   every function under the release and the
 #                                    debug library (contents, plain and cross-thread
 #                                    frees, stats and visits counted exactly,
-#                                    destroy, delete, the process-wide visit)
+#                                    destroy, delete, the process-wide visit, huge
+#                                    blocks: in the heap, its visit and stats, realloc
+#                                    small <-> huge, destroy, delete)
 #   heaps.misuse.*                   one misuse per subprocess: hakmem's report and
 #                                    SIGABRT, never a program that runs on
 source "$(dirname "$0")/lib.sh"
@@ -16,10 +18,10 @@ if need heaps.debug "$BIN" "$DBG_SO"; then
     run_bin heaps.debug 600 env LD_PRELOAD="$DBG_SO" "$BIN" -p heaps.debug
 fi
 
-# expect NAME SO CASE REGEX: SIGABRT and the report
+# expect NAME SO CASE REGEX [VAR=VALUE...]: SIGABRT and the report
 expect() {
     local name=$1 so=$2 case=$3 re=$4 out rc
-    out=$(LD_PRELOAD="$so" timeout 20 "$BIN" misuse "$case" 2>&1)
+    out=$(env "${@:5}" LD_PRELOAD="$so" timeout 20 "$BIN" misuse "$case" 2>&1)
     rc=$?
     if ((rc != 134)); then
         fail "$name" "exit status $rc, want 134; output: $(head -c 300 <<<"$out")"
@@ -49,5 +51,14 @@ for v in release debug; do
     expect $m.destroyed_realloc "$so" heap_destroyed_realloc "^hakmem: realloc\(\): ($STALE)"
     expect $m.realloc_freed   "$so" heap_realloc_freed   "^hakmem: hakmem_heap_realloc\(\): pointer already freed $P"
     expect $m.double_free     "$so" heap_double_free     "^hakmem: free\(\): double free of $P"
+    # huge blocks: destroy gives the mapping to the huge cache (its page not
+    # in use) or, with no cache, back to the OS (no longer hakmem's)
+    for cache in 1024 0; do
+        hm="$m.huge_cache$cache"
+        expect $hm.destroyed_block "$so" heap_destroyed_huge "^hakmem: free\(\): ($STALE)" HAKMEM_HUGE_CACHE_MB=$cache
+        expect $hm.destroyed_block_remote "$so" heap_destroyed_huge_remote "^hakmem: free\(\): ($STALE)" HAKMEM_HUGE_CACHE_MB=$cache
+        expect $hm.destroyed_realloc "$so" heap_destroyed_huge_realloc "^hakmem: realloc\(\): ($STALE)" HAKMEM_HUGE_CACHE_MB=$cache
+        expect $hm.double_free "$so" heap_huge_double_free "^hakmem: free\(\): ($STALE)" HAKMEM_HUGE_CACHE_MB=$cache
+    done
 done
 exit $SUITE_STATUS

@@ -10,6 +10,8 @@
 #include "testutil.h"
 #include "hakmem.h"
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -98,7 +100,7 @@ static void test_contents(void) {
     errno = 0;
     CHECK(hakmem_heap_calloc(h, SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
     errno = 0;
-    CHECK(hakmem_heap_malloc(h, HAKMEM_HEAP_MAX_SIZE + 1) == NULL && errno == ENOMEM);
+    CHECK(hakmem_heap_malloc(h, (size_t)1 << 62) == NULL && errno == ENOMEM);   /* beyond any mapping */
     /* realloc keeps the contents, and p[i] from the default heap moves in */
     for (int i = 0; i < 500; i++) {
         size_t ns = rnd_size();
@@ -320,6 +322,209 @@ static void test_visit_process(void) {
     CHECK(visit_count() == n0 - 4);
 }
 
+/* ---- huge blocks (> HAKMEM_HEAP_MAX_SIZE): the heap's too ---- */
+#define MiB ((size_t)1 << 20)
+static int in_seen(const void *p) {
+    int n = 0;
+    for (size_t i = 0; i < seen.n; i++) n += seen.p[i] == p;
+    return n;
+}
+static int heap_has(hakmem_heap_t *h, const void *p) {
+    memset(&seen, 0, sizeof seen);
+    hakmem_heap_visit(h, record, &seen);
+    return seen.dup_or_bad == 0 && in_seen(p) == 1;
+}
+static int process_has(const void *p) {
+    memset(&seen, 0, sizeof seen);
+    hakmem_visit(record, &seen);
+    return seen.dup_or_bad == 0 ? in_seen(p) : -1;
+}
+static void test_huge(void) {
+    NEED_HAKMEM();
+    size_t before = visit_count();
+    hakmem_stats_t s0, s1;
+    hakmem_stats_get(&s0, sizeof s0);
+    hakmem_heap_t *h = hakmem_heap_new();
+    /* a freed dirty huge mapping first: calloc must zero a reused one */
+    void *dirty = hakmem_heap_malloc(h, 5 * MiB);
+    CHECK(dirty != NULL);
+    if (dirty) memset(dirty, 0xa5, 5 * MiB);
+    free(dirty);
+    void *a = hakmem_heap_malloc(h, 3 * MiB);
+    unsigned char *b = hakmem_heap_calloc(h, 1, 5 * MiB);
+    void *c = hakmem_heap_aligned_alloc(h, 4 * MiB, 100);            /* huge by alignment */
+    void *d = hakmem_heap_aligned_alloc(h, 1 * MiB, MiB + MiB / 2);  /* size + alignment > 2 MiB */
+    void *e = hakmem_heap_malloc(h, 100);
+    CHECK(a && b && c && d && e);
+    if (!(a && b && c && d && e)) return;
+    fill(a, 3 * MiB, 3);
+    size_t nz = 0;
+    for (size_t i = 0; i < 5 * MiB; i++) nz += b[i] != 0;
+    CHECKF(nz == 0, "%zu nonzero bytes from hakmem_heap_calloc", nz);
+    CHECK(((uintptr_t)c & (4 * MiB - 1)) == 0 && ((uintptr_t)d & (MiB - 1)) == 0);
+    CHECK(hakmem_owns(a) && hakmem_owns(b) && hakmem_owns(c) && hakmem_owns(d));
+    /* visit and stats: exactly these five blocks */
+    memset(&seen, 0, sizeof seen);
+    CHECK(hakmem_heap_visit(h, record, &seen) == 0);
+    CHECK(seen.dup_or_bad == 0 && seen.n == 5);
+    CHECK(in_seen(a) == 1 && in_seen(b) == 1 && in_seen(c) == 1 && in_seen(d) == 1 && in_seen(e) == 1);
+    size_t bytes = malloc_usable_size(a) + malloc_usable_size(b) + malloc_usable_size(c) +
+                   malloc_usable_size(d) + malloc_usable_size(e);
+    hakmem_heap_stats_t st;
+    CHECK(hakmem_heap_stats(h, &st, sizeof st) == 0);
+    CHECKF(st.blocks_in_use == 5 && st.bytes_in_use == bytes, "stats %llu blocks %llu bytes, want 5 %zu",
+           (unsigned long long)st.blocks_in_use, (unsigned long long)st.bytes_in_use, bytes);
+    CHECK(seen.bytes == bytes);
+    /* the process-wide visit sees each once */
+    CHECK(process_has(a) == 1 && process_has(b) == 1 && process_has(c) == 1 && process_has(d) == 1);
+    CHECK(visit_count() == before + 5);
+    /* realloc: small -> huge -> bigger huge -> small, staying in the heap */
+    void *r = hakmem_heap_malloc(h, 1000);
+    fill(r, 1000, 9);
+    r = hakmem_heap_realloc(h, r, 3 * MiB);
+    CHECK(r && same(r, 1000, 9) && heap_has(h, r));
+    fill(r, 3 * MiB, 10);
+    r = hakmem_heap_realloc(h, r, 11 * MiB);
+    CHECK(r && same(r, 3 * MiB, 10) && heap_has(h, r));
+    r = hakmem_heap_realloc(h, r, 7 * MiB);                           /* shrink in place */
+    CHECK(r && same(r, 3 * MiB, 10) && heap_has(h, r));
+    r = hakmem_heap_realloc(h, r, 500);
+    CHECK(r && same(r, 500, 10) && heap_has(h, r) && malloc_usable_size(r) < MiB);
+    /* plain realloc of a huge heap block keeps it in the heap (pages move) */
+    void *a2 = realloc(a, 40 * MiB);
+    CHECK(a2 && same(a2, 3 * MiB, 3) && heap_has(h, a2) && process_has(a2) == 1);
+    a = a2;
+    /* plain free from another thread */
+    pthread_t t;
+    pthread_create(&t, NULL, free_one, b);
+    pthread_join(t, NULL);
+    CHECK(!heap_has(h, b) && seen.n == 5);                             /* a c d e r */
+    CHECK(hakmem_heap_stats(h, &st, sizeof st) == 0 && st.blocks_in_use == 5);
+    free(c);
+    CHECK(hakmem_heap_stats(h, &st, sizeof st) == 0 && st.blocks_in_use == 4);
+    /* destroy gives the rest back */
+    hakmem_heap_destroy(h);
+    CHECK(visit_count() == before);
+    CHECK(process_has(a) == 0 && process_has(d) == 0);
+    hakmem_stats_get(&s1, sizeof s1);
+    CHECKF(s1.huge_in_use == s0.huge_in_use, "huge blocks in use %llu -> %llu",
+           (unsigned long long)s0.huge_in_use, (unsigned long long)s1.huge_in_use);
+    /* many heaps with huge blocks: the lists stay consistent */
+    for (int k = 0; k < 50; k++) {
+        hakmem_heap_t *x = hakmem_heap_new(), *y = hakmem_heap_new();
+        void *p[6];
+        for (int i = 0; i < 6; i++) p[i] = hakmem_heap_malloc(i % 2 ? x : y, (size_t)(3 + i) * MiB);
+        free(p[k % 6]);
+        p[k % 6] = NULL;
+        for (int i = 0; i < 6; i += 3) { free(p[i]); p[i] = NULL; }
+        uint64_t want = 0;
+        for (int i = 1; i < 6; i += 2) want += p[i] != NULL;
+        CHECK(hakmem_heap_stats(x, &st, sizeof st) == 0 && st.blocks_in_use == want);
+        hakmem_heap_destroy(x);
+        hakmem_heap_destroy(y);
+    }
+    CHECK(visit_count() == before);
+}
+
+/* delete: huge blocks become the default heap's, once in hakmem_visit */
+static void test_huge_delete(void) {
+    NEED_HAKMEM();
+    size_t before = visit_count();
+    hakmem_heap_t *h = hakmem_heap_new();
+    void *a = hakmem_heap_malloc(h, 6 * MiB), *b = hakmem_heap_malloc(h, 9 * MiB), *s = hakmem_heap_malloc(h, 64);
+    CHECK(a && b && s);
+    if (!(a && b && s)) return;
+    fill(a, 6 * MiB, 1);
+    fill(b, 9 * MiB, 2);
+    hakmem_heap_delete(h);
+    CHECK(visit_count() == before + 3);
+    CHECK(process_has(a) == 1 && process_has(b) == 1);
+    CHECK(same(a, 6 * MiB, 1) && same(b, 9 * MiB, 2));
+    /* a new heap (perhaps the same structure) does not own them */
+    hakmem_heap_t *h2 = hakmem_heap_new();
+    memset(&seen, 0, sizeof seen);
+    hakmem_heap_visit(h2, record, &seen);
+    CHECK(seen.n == 0);
+    hakmem_heap_destroy(h2);
+    CHECK(same(a, 6 * MiB, 1) && same(b, 9 * MiB, 2));
+    void *a2 = realloc(a, 20 * MiB);
+    CHECK(a2 && same(a2, 6 * MiB, 1));
+    pthread_t t;
+    pthread_create(&t, NULL, free_one, b);
+    pthread_join(t, NULL);
+    free(a2);
+    free(s);
+    CHECK(visit_count() == before);
+}
+
+/* delete while another thread frees the heap's blocks, many of them in full
+ * pages: a free that read the old owner may land on the deleted heap's
+ * delayed list after delete drained it; the next hakmem_heap_new (which
+ * takes that heap structure again) gives it to its page's new owner.  Then
+ * no block is left counted as live. */
+typedef struct { void **p; size_t n; _Atomic size_t done; } race_t;
+static void *race_free(void *arg) {
+    race_t *r = arg;
+    for (size_t i = 0; i < r->n; i++) { free(r->p[i]); atomic_fetch_add(&r->done, 1); }
+    return NULL;
+}
+static void test_delete_race(void) {
+    NEED_HAKMEM();
+    enum { N = 6000 };
+    static void *p[N];
+    size_t before = visit_count();
+    for (int round = 0; round < 60; round++) {
+        hakmem_heap_t *h = hakmem_heap_new();
+        for (int i = 0; i < N; i++) p[i] = hakmem_heap_malloc(h, 16 + (size_t)(i % 4) * 16);
+        race_t r = { p, N, 0 };
+        pthread_t t;
+        pthread_create(&t, NULL, race_free, &r);
+        while (atomic_load(&r.done) < (size_t)(round % 10) * N / 12) sched_yield();
+        hakmem_heap_delete(h);
+        pthread_join(t, NULL);
+        hakmem_heap_t *h2 = hakmem_heap_new();
+        hakmem_heap_destroy(h2);
+        for (int i = 0; i < 200; i++) free(malloc(16 + (size_t)(i % 4) * 16));   /* the default heap collects */
+        size_t now = visit_count();
+        CHECKF(now == before, "round %d: %zu live blocks, want %zu", round, now, before);
+        if (now != before) break;
+    }
+}
+
+/* delete while another thread reallocates (moves) a huge block of the heap:
+ * the block ends plain (the default heap's), never on the dead heap's list
+ * (where the next heap to take that structure would own it) */
+static void *move_huge(void *arg) {
+    void **q = arg;
+    for (int i = 0; i < 12; i++) {
+        void *r = realloc(*q, (size_t)(3 + (i % 4) * 9) * MiB);
+        if (r) *q = r;
+    }
+    return NULL;
+}
+static void test_huge_delete_race(void) {
+    NEED_HAKMEM();
+    size_t before = visit_count();
+    for (int round = 0; round < 30; round++) {
+        hakmem_heap_t *h = hakmem_heap_new();
+        void *q = hakmem_heap_malloc(h, 3 * MiB);
+        CHECK(q != NULL);
+        if (!q) return;
+        pthread_t t;
+        pthread_create(&t, NULL, move_huge, &q);
+        if (round % 3) usleep((useconds_t)(round * 50));
+        hakmem_heap_delete(h);
+        pthread_join(t, NULL);
+        hakmem_heap_t *h2 = hakmem_heap_new();
+        hakmem_heap_stats_t st;
+        CHECK(hakmem_heap_stats(h2, &st, sizeof st) == 0 && st.blocks_in_use == 0);
+        hakmem_heap_destroy(h2);
+        CHECK(process_has(q) == 1);
+        free(q);
+    }
+    CHECK(visit_count() == before);
+}
+
 /* ---- misuse, one per run ---- */
 static hakmem_heap_t *mh;
 static void *use_heap(void *a) { (void)a; hakmem_heap_malloc(mh, 8); return NULL; }
@@ -365,6 +570,28 @@ static int misuse(const char *c) {
         void *q = hakmem_heap_malloc(h, 40000);
         hakmem_heap_destroy(h);
         free(q);
+    } else if (!strcmp(c, "heap_destroyed_huge")) {
+        hakmem_heap_t *h = hakmem_heap_new();
+        void *q = hakmem_heap_malloc(h, 3 << 20);
+        hakmem_heap_destroy(h);
+        free(q);
+    } else if (!strcmp(c, "heap_destroyed_huge_remote")) {
+        hakmem_heap_t *h = hakmem_heap_new();
+        void *q = hakmem_heap_calloc(h, 1, 9 << 20);
+        pthread_t t;
+        pthread_create(&t, NULL, free_late, q);
+        hakmem_heap_destroy(h);
+        pthread_join(t, NULL);
+    } else if (!strcmp(c, "heap_destroyed_huge_realloc")) {
+        hakmem_heap_t *h = hakmem_heap_new();
+        void *q = hakmem_heap_aligned_alloc(h, 1 << 20, 3 << 20);
+        hakmem_heap_destroy(h);
+        q = realloc(q, 5 << 20);
+    } else if (!strcmp(c, "heap_huge_double_free")) {
+        hakmem_heap_t *h = hakmem_heap_new();
+        void *q = hakmem_heap_malloc(h, 3 << 20);
+        free(q);
+        free(q);
     } else if (!strcmp(c, "heap_destroyed_realloc")) {
         hakmem_heap_t *h = hakmem_heap_new();
         void *q = hakmem_heap_malloc(h, 100);
@@ -401,5 +628,9 @@ int main(int argc, char **argv) {
     RUN_TEST(destroy_live_elsewhere);
     RUN_TEST(delete);
     RUN_TEST(visit_process);
+    RUN_TEST(huge);
+    RUN_TEST(huge_delete);
+    RUN_TEST(delete_race);
+    RUN_TEST(huge_delete_race);
     return check_exit_code();
 }

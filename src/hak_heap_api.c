@@ -218,18 +218,7 @@ HAK_EXPORT void hakmem_heap_delete(hakmem_heap_t *hh) {
 
 static void *hak_pub_alloc(hak_heap_t *h, size_t size) {
     if (hak_unlikely(size > HAK_LARGE_MAX)) return hak_pub_huge_alloc(h, size, HAK_MIN_ALIGN, false);
-    if (hak_likely(size <= HAK_DIRECT_MAX)) {
-        hak_page_t *page = h->direct[(size + 15) >> 4];
-        hak_block_t *b = page->free;
-        if (hak_likely(b != NULL)) {
-            page->free = b->next;
-            b->key = 0;
-            page->used++;
-            if (HAK_STATS_FULL_ENABLED) hak_stat_inc(h->st_allocs[page->class_idx]);
-            return b;
-        }
-    }
-    return hak_malloc_slow(size, h);
+    return hak_heap_malloc_inline(h, size);
 }
 
 HAK_EXPORT void *hakmem_heap_malloc(hakmem_heap_t *hh, size_t size) {

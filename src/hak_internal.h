@@ -285,9 +285,9 @@ HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
 
 /* ---- the fast paths ---- */
 
-/* malloc: one TLS load, one table load, one free-list pop. */
-HAK_INLINE void *hak_malloc_inline(size_t size) {
-    hak_heap_t *heap = hak_tls_heap;
+/* malloc from a heap: one table load, one free-list pop (the public heaps'
+ * hakmem_heap_malloc uses it too). */
+HAK_INLINE void *hak_heap_malloc_inline(hak_heap_t *heap, size_t size) {
     if (hak_likely(size <= HAK_DIRECT_MAX)) {
         hak_page_t *page = heap->direct[(size + 15) >> 4];
         hak_block_t *b = page->free;
@@ -301,6 +301,9 @@ HAK_INLINE void *hak_malloc_inline(size_t size) {
     }
     return hak_malloc_slow(size, heap);
 }
+
+/* malloc: one TLS load, then the above. */
+HAK_INLINE void *hak_malloc_inline(size_t size) { return hak_heap_malloc_inline(hak_tls_heap, size); }
 
 /* free: one region-map load says "hakmem's, and this thread's heap"; the
  * page comes from the segment's slice table; then the misuse checks (block

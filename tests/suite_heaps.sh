@@ -20,18 +20,9 @@ fi
 
 # expect NAME SO CASE REGEX [VAR=VALUE...]: SIGABRT and the report
 expect() {
-    local name=$1 so=$2 case=$3 re=$4 out rc
-    out=$(env "${@:5}" LD_PRELOAD="$so" timeout 20 "$BIN" misuse "$case" 2>&1)
-    rc=$?
-    if ((rc != 134)); then
-        fail "$name" "exit status $rc, want 134; output: $(head -c 300 <<<"$out")"
-    elif ! grep -Eq -- "$re" <<<"$out"; then
-        fail "$name" "output lacks /$re/: $(head -c 300 <<<"$out")"
-    elif grep -q SURVIVED <<<"$out"; then
-        fail "$name" "program ran on after the misuse"
-    else
-        pass "$name"
-    fi
+    local name=$1 so=$2 case=$3 re=$4
+    shift 4
+    expect_report "$name" 134 "$re" env "$@" LD_PRELOAD="$so" timeout 20 "$BIN" misuse "$case"
 }
 P='0x[0-9a-f]+'
 STALE="double free or stale pointer \(its page was already released\) $P|invalid pointer \(not allocated by hakmem\) $P"

@@ -183,8 +183,7 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
     if (page->flags & HAK_PAGE_IS_HUGE) {
         if (HAK_STATS_FULL_ENABLED && hak_tls_heap != &hak_heap_empty)
             hak_stat_inc(hak_tls_heap->st_frees[HAK_CLASS_COUNT]);
-        hak_profile_free(p);   /* sampled blocks are huge ones (hak_profile.c) */
-        hak_huge_free(seg);
+        hak_huge_free(seg);   /* (a sampled block leaves the profile there) */
         return;
     }
     if (b->key == page->free_key) hak_fatal("free()", "double free of", p);

@@ -35,7 +35,17 @@ static pthread_once_t hak_pub_once = PTHREAD_ONCE_INIT;
 static void hak_pub_prepare(void) { pthread_mutex_lock(&hak_pub_lock); pthread_mutex_lock(&hak_pub_huge_lock); }
 static void hak_pub_parent(void) { pthread_mutex_unlock(&hak_pub_huge_lock); pthread_mutex_unlock(&hak_pub_lock); }
 static void hak_pub_child(void) { pthread_mutex_init(&hak_pub_huge_lock, NULL); pthread_mutex_init(&hak_pub_lock, NULL); }
-static void hak_pub_init(void) { pthread_atfork(hak_pub_prepare, hak_pub_parent, hak_pub_child); }
+static void hak_pub_huge_unlink(hak_segment_t *seg);
+static hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg);
+static void hak_pub_huge_unhold(hak_heap_t *h, hak_segment_t *seg);
+
+static void hak_pub_init(void) {
+    pthread_atfork(hak_pub_prepare, hak_pub_parent, hak_pub_child);
+    /* before any block of a public heap exists: hak_huge.c's hooks */
+    hak_huge_hooks.unlink = hak_pub_huge_unlink;
+    hak_huge_hooks.hold = hak_pub_huge_hold;
+    hak_huge_hooks.unhold = hak_pub_huge_unhold;
+}
 
 /* The misuse checks every hakmem_heap_* call makes: a NULL heap, a destroyed
  * (or deleted) one, something else, a heap of another thread.  The common
@@ -79,7 +89,7 @@ static void hak_pub_huge_unlink_locked(hak_segment_t *seg) {
     seg->next = seg->prev = NULL;
     __atomic_store_n(&seg->heap, NULL, __ATOMIC_RELAXED);
 }
-void hak_pub_huge_unlink(hak_segment_t *seg) {
+static void hak_pub_huge_unlink(hak_segment_t *seg) {
     pthread_mutex_lock(&hak_pub_huge_lock);
     hak_pub_huge_unlink_locked(seg);
     pthread_mutex_unlock(&hak_pub_huge_lock);
@@ -89,7 +99,7 @@ void hak_pub_huge_unlink(hak_segment_t *seg) {
  * lock over the move, so that a delete or destroy of the heap sees the block
  * either before (and makes it plain: seg->heap NULL, no hold) or after, at
  * its new place; never unlinked half-way. */
-hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg) {
+static hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg) {
     if (!__atomic_load_n(&seg->heap, __ATOMIC_RELAXED)) return NULL;
     pthread_mutex_lock(&hak_pub_huge_lock);
     hak_heap_t *h = seg->heap;
@@ -97,7 +107,7 @@ hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg) {
     hak_pub_huge_unlink_locked(seg);
     return h;
 }
-void hak_pub_huge_unhold(hak_heap_t *h, hak_segment_t *seg) {
+static void hak_pub_huge_unhold(hak_heap_t *h, hak_segment_t *seg) {
     hak_pub_huge_link_locked(h, seg);
     pthread_mutex_unlock(&hak_pub_huge_lock);
 }

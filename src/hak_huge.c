@@ -201,8 +201,11 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     return p;
 }
 
+hak_huge_hooks_t hak_huge_hooks;
+
 void hak_huge_free(hak_segment_t *seg) {
-    if (__atomic_load_n(&seg->heap, __ATOMIC_RELAXED)) hak_pub_huge_unlink(seg);   /* a public heap's block */
+    if (hak_huge_hooks.freed) hak_huge_hooks.freed(seg->pages[0].start);   /* a sampled block */
+    if (__atomic_load_n(&seg->heap, __ATOMIC_RELAXED)) hak_huge_hooks.unlink(seg);   /* a public heap's block */
     size_t size = seg->map_size;
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
     hak_cache_huge_live(-(int64_t)size);
@@ -239,10 +242,10 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         hak_huge_mark(seg, new_map, true);
         return p;
     }
-    hak_heap_t *owner = hak_pub_huge_hold(seg);   /* a public heap's block stays its */
+    hak_heap_t *owner = hak_huge_hooks.hold ? hak_huge_hooks.hold(seg) : NULL;   /* a public heap's block stays its */
     hak_segment_t *moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
     if (moved) hak_huge_setup(moved, new_map, offset);
-    if (owner) hak_pub_huge_unhold(owner, moved ? moved : seg);
+    if (owner) hak_huge_hooks.unhold(owner, moved ? moved : seg);
     if (!moved) { errno = ENOMEM; return NULL; }
     hak_cache_huge_live((int64_t)(new_map - old_map));
     return moved->pages[0].start;

@@ -196,13 +196,22 @@ void  hak_segment_move(hak_heap_t *from, hak_heap_t *to, hak_segment_t *seg); /*
 void *hak_huge_alloc(size_t size, size_t align, bool zero);
 void  hak_huge_free(hak_segment_t *seg);
 void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size);
-/* a huge block of a public heap (seg->heap set; hak_heap_api.c): free
- * takes it off its heap's list; a moving realloc holds the list's lock over
- * the move (hold: the owner, lock held and block unlinked, or NULL; unhold:
- * links the block's new header and unlocks) */
-void  hak_pub_huge_unlink(hak_segment_t *seg);
-hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg);
-void  hak_pub_huge_unhold(hak_heap_t *h, hak_segment_t *seg);
+/* Layers above that must hear of a huge block's free or move register
+ * functions here (the segment layer never calls upwards by name):
+ * - public heaps (hak_heap_api.c, when the first heap is made), for a block
+ *   whose seg->heap is set: unlink takes it off its heap's list at free; a
+ *   moving realloc holds the list's lock over the move (hold: the owner, lock
+ *   held and block unlinked, or NULL; unhold: links the block's new header
+ *   and unlocks);
+ * - heap profiles (hak_profile.c, when sampling is on): freed drops a
+ *   sampled block from the profile. */
+typedef struct hak_huge_hooks_s {
+    void (*unlink)(hak_segment_t *seg);
+    hak_heap_t *(*hold)(hak_segment_t *seg);
+    void (*unhold)(hak_heap_t *h, hak_segment_t *seg);
+    void (*freed)(void *p);
+} hak_huge_hooks_t;
+extern hak_huge_hooks_t hak_huge_hooks;
 
 /* ---- page lookup ---- */
 HAK_INLINE hak_segment_t *hak_segment_of(const void *p) {
@@ -334,7 +343,7 @@ HAK_INLINE void hak_free_inline(void *p) {
 /* ---- heap profiles (hak_profile.c) ---- */
 extern __thread int64_t hak_tls_sample_left __attribute__((tls_model("initial-exec")));
 void *hak_profile_malloc(size_t size, bool zero);   /* the countdown went negative */
-void  hak_profile_free(void *p);                    /* a huge block is freed or moved */
+void  hak_profile_free(void *p);                    /* a sampled block moves (hak_realloc) */
 void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc.c) */
 
 /* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */

@@ -161,6 +161,8 @@ void hak_profile_free(void *p) {
 static void hak_prof_decide(void) {
     hak_process_init();
     int expected = 0;
+    if (hak_opt.sample_bytes > 0)
+        hak_huge_hooks.freed = hak_profile_free;   /* sampled blocks are huge ones: before the first */
     atomic_compare_exchange_strong(&hak_prof_state, &expected, hak_opt.sample_bytes > 0 ? 2 : 1);
 }
 

@@ -14,22 +14,15 @@
 #define HAK_ALIAS(std, ours) extern __typeof__(ours) std __attribute__((alias(#ours), visibility("default")));
 #endif
 
-/* The sampling hook (hak_profile.c): a per-thread byte countdown; when it
- * goes negative the allocation is sampled (or, with sampling off, the
- * countdown is set out of reach once per thread).  Both entries live in the
- * section hak_prof_text, which the stack capture skips. */
-/* (modular arithmetic: a size of 2^63 or more must not overflow a signed subtraction) */
-#define HAK_SAMPLED(size) \
-    hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
-
-__attribute__((section("hak_prof_text")))
+/* The sampling hook: HAK_SAMPLED (hak_internal.h). */
+HAK_PROF_ENTRY
 HAK_EXPORT void *hakmem_malloc(size_t size) {
     if (HAK_SAMPLED(size)) return hak_profile_malloc(size, false);
     return hak_malloc_inline(size);
 }
 HAK_EXPORT void hakmem_free(void *p) { hak_free_inline(p); }
 
-__attribute__((section("hak_prof_text")))
+HAK_PROF_ENTRY
 HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
     size_t total;
     if (hak_unlikely(__builtin_mul_overflow(n, size, &total))) { errno = ENOMEM; return NULL; }

@@ -343,6 +343,15 @@ HAK_INLINE void hak_free_inline(void *p) {
 /* ---- heap profiles (hak_profile.c) ---- */
 extern __thread int64_t hak_tls_sample_left __attribute__((tls_model("initial-exec")));
 void *hak_profile_malloc(size_t size, bool zero);   /* the countdown went negative */
+/* The sampling hook of malloc, calloc and operator new: a per-thread byte
+ * countdown; when it goes negative the allocation is sampled (or, with
+ * sampling off, the countdown is set out of reach once per thread).  The
+ * functions that use it live in the section hak_prof_text, which the stack
+ * capture skips.  Modular arithmetic: a size of 2^63 or more must not
+ * overflow a signed subtraction. */
+#define HAK_PROF_ENTRY __attribute__((section("hak_prof_text")))
+#define HAK_SAMPLED(size) \
+    hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
 void  hak_profile_free(void *p);                    /* a sampled block moves (hak_realloc) */
 void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc.c) */
 

@@ -45,6 +45,11 @@ if run_bin profile.sites.run 120 "${RUN[@]}" "$BIN" sites "$TMP/sites.prof"; the
     within profile.site_c "$(cum_mb "$TMP/sites.prof" site_c)" 128 10
 fi
 
+# C++ operator new is sampled as malloc is
+if run_bin profile.cxx.run 120 "${RUN[@]}" "$BIN" cxx "$TMP/cxx.prof"; then
+    within profile.cxx.new_site "$(cum_mb "$TMP/cxx.prof" new_site)" 48 10
+fi
+
 if run_bin profile.threads.run 120 "${RUN[@]}" "$BIN" threads "$TMP/threads.prof"; then
     within profile.threads.kept "$(cum_mb "$TMP/threads.prof" kept_site)" 64 10
     below profile.threads.remote_freed "$(cum_mb "$TMP/threads.prof" freed_site)" 0

@@ -3,6 +3,7 @@
  * dumps with google-pprof and the leak report on stderr.
  *
  *   test_profile sites DUMP     site_a/b/c keep 64, 96 and 128 MiB live
+ *   test_profile cxx DUMP       new_site keeps 48 MiB live through operator new
  *   test_profile leak           leak_site leaks 64 MiB, other sites free theirs
  *   test_profile threads DUMP   4 threads: kept_site keeps 64 MiB, freed_site's
  *                               blocks are all freed by other threads
@@ -13,6 +14,7 @@
  * pprof and the leak report can name them. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,18 +39,20 @@ static blocks_t reserve(size_t total) {
     blocks_t b = { calloc(total / 1024 + 1, sizeof(void *)), 0 };
     return b;
 }
-static inline __attribute__((always_inline)) void fill(blocks_t *b, size_t total, char tag) {
+static void *(*op_new)(size_t);   /* operator new (hakmem's, looked up at run time) */
+static inline __attribute__((always_inline)) void fill_by(blocks_t *b, size_t total, char tag, bool by_new) {
     size_t got = 0;
     while (got < total) {
         size_t s = block_size(b->n);
         if (s > total - got) s = total - got;
-        char *p = malloc(s);
+        char *p = by_new ? op_new(s) : malloc(s);
         if (!p) { perror("malloc"); exit(1); }
         p[0] = tag;
         b->v[b->n++] = p;
         got += s;
     }
 }
+#define fill(b, total, tag) fill_by(b, total, tag, false)
 static void drop(blocks_t *b) { for (size_t i = 0; i < b->n; i++) free(b->v[i]); b->n = 0; }
 
 NOINL void site_a(blocks_t *b) { fill(b, 64 * MIB, 'a'); }
@@ -59,6 +63,7 @@ NOINL void kept_site(blocks_t *b) { fill(b, 16 * MIB, 'k'); }
 NOINL void freed_site(blocks_t *b) { fill(b, 16 * MIB, 'f'); }
 NOINL void parent_site(blocks_t *b) { fill(b, 64 * MIB, 'p'); }
 NOINL void child_site(blocks_t *b) { fill(b, 96 * MIB, 'q'); }
+NOINL void new_site(blocks_t *b) { fill_by(b, 48 * MIB, 'n', true); }
 
 #define NT 4
 static blocks_t kept[NT], freed[NT];
@@ -83,6 +88,13 @@ int main(int argc, char **argv) {
         /* churn that leaves nothing live: must not appear */
         blocks_t t = reserve(64 * MIB);
         fill(&t, 64 * MIB, 't'); drop(&t);
+        return dump(argv[2]);
+    }
+    if (!strcmp(argv[1], "cxx") && argc == 3) {   /* operator new is sampled as malloc is */
+        op_new = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+        if (!op_new) { fprintf(stderr, "no _Znwm\n"); return 3; }
+        blocks_t n = reserve(48 * MIB);
+        new_site(&n);
         return dump(argv[2]);
     }
     if (!strcmp(argv[1], "leak")) {

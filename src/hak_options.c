@@ -34,7 +34,7 @@ static hak_option_def_t hak_option_table[] = {
       "MiB of freed huge blocks kept mapped for reuse" },
     { "HAKMEM_BACKGROUND_PURGE", &hak_opt.background_purge, {0, 0, 0}, 0, 1,
       "a background thread purges memory whose delay has passed, also in idle programs" },
-    { "HAKMEM_PURGE_LAZY", &hak_opt.purge_lazy, {1, 0, 0}, 0, 1,
+    { "HAKMEM_PURGE_LAZY", &hak_opt.purge_lazy, {0, 0, 0}, 0, 1,
       "purge with MADV_FREE (RSS falls only under memory pressure) instead of MADV_DONTNEED; malloc_trim always uses MADV_DONTNEED" },
     { "HAKMEM_SAMPLE_BYTES", &hak_opt.sample_bytes, {0, 0, 0}, 0, 1L << 40,
       "sample about one allocation per N bytes with its stack for heap profiles; 0 off" },

@@ -13,6 +13,7 @@
 #                            memory goes back; fork while the purger runs
 #   memreturn.lazy           MADV_FREE: contents and calloc zeroing
 #   memreturn.speed / lean   the other profiles
+#   memreturn.speed_lazy     speed with MADV_FREE (malloc_trim still returns RSS)
 #   memreturn.nocache        both caches off
 #   stress.purger(_debug)    test_stress with a 1 ms delay and the purger
 source "$(dirname "$0")/lib.sh"
@@ -44,6 +45,7 @@ run_mr memreturn.purger "$REL_SO" 300 HAKMEM_BACKGROUND_PURGE=1 HAKMEM_PURGE_DEL
 run_mr memreturn.purger_debug "$DBG_SO" 600 HAKMEM_BACKGROUND_PURGE=1 HAKMEM_PURGE_DELAY_MS=5 --
 run_mr memreturn.lazy "$REL_SO" 300 HAKMEM_PURGE_LAZY=1 HAKMEM_PURGE_DELAY_MS=5 --
 run_mr memreturn.speed "$REL_SO" 300 HAKMEM_PROFILE=speed --
+run_mr memreturn.speed_lazy "$REL_SO" 300 HAKMEM_PROFILE=speed HAKMEM_PURGE_LAZY=1 --
 run_mr memreturn.lean "$REL_SO" 300 HAKMEM_PROFILE=lean --
 run_mr memreturn.nocache "$REL_SO" 300 HAKMEM_SEGMENT_CACHE=0 HAKMEM_HUGE_CACHE_MB=0 --
 

@@ -207,38 +207,36 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     }
     unsigned cls = hak_size_class(size);
     hak_page_t *page = heap->queues[cls].first;
-    hak_block_t *b;
-    if (size > HAK_DIRECT_MAX && page != NULL && (b = page->local_free) != NULL) {
+    hak_block_t **list;   /* the list the block comes from */
+    if (size > HAK_DIRECT_MAX && page != NULL && page->local_free != NULL) {
         /* Classes without a fast path (above 2 KiB) take the block this
          * thread freed last into the class's current page: its first line
          * is likely still in cache, while the head of page->free may have
          * been freed long ago (random_large).  Remote and delayed frees
          * wait, as they do while page->free lasts. */
-        page->local_free = b->next;
-        b->key = 0;
-        page->used++;
-        if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[cls]);
-        return b;
-    }
-    if (page && !page->free) {
-        /* The common refill: this thread's own frees become the allocation
-         * list, when no remote or delayed frees wait to be collected. */
-        if (page->local_free && atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
-            atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
-            page->free = page->local_free;
-            page->local_free = NULL;
-            hak_page_check(page);   /* debug build */
-        } else {
-            page = NULL;
+        list = &page->local_free;
+    } else {
+        if (page && !page->free) {
+            /* The common refill: this thread's own frees become the allocation
+             * list, when no remote or delayed frees wait to be collected. */
+            if (page->local_free && atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
+                atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
+                page->free = page->local_free;
+                page->local_free = NULL;
+                hak_page_check(page);   /* debug build */
+            } else {
+                page = NULL;
+            }
         }
+        if (!page) {
+            hak_stat_inc(heap->st_slow);
+            page = hak_find_page(heap, cls);
+            if (!page) { errno = ENOMEM; return NULL; }
+        }
+        list = &page->free;
     }
-    if (!page) {
-        hak_stat_inc(heap->st_slow);
-        page = hak_find_page(heap, cls);
-        if (!page) { errno = ENOMEM; return NULL; }
-    }
-    b = page->free;
-    page->free = b->next;
+    hak_block_t *b = *list;
+    *list = b->next;
     b->key = 0;
     page->used++;
     if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[cls]);

@@ -422,7 +422,9 @@ void hak_cache_huge_live(int64_t delta) {
     pthread_mutex_lock(&hak_cache_lock);
     hak_huge_live += (uint64_t)delta;
     if (hak_huge_live > hak_huge_live_peak) hak_huge_live_peak = hak_huge_live;
-    hak_chuge_cap_locked();
+    /* only growth can push the cached memory over the cap: less in use
+     * widens the gap to the peak (a freed block's own put checks again) */
+    if (delta > 0) hak_chuge_cap_locked();
     pthread_mutex_unlock(&hak_cache_lock);
 }
 

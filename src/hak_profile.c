@@ -161,38 +161,66 @@ void hak_profile_free(void *p) {
 static void hak_prof_decide(void) {
     hak_process_init();
     int expected = 0;
-    if (hak_opt.sample_bytes > 0)
-        hak_huge_hooks.freed = hak_profile_free;   /* sampled blocks are huge ones: before the first */
+    if (hak_opt.sample_bytes > 0) {   /* before the first sampled block */
+        hak_sampled_freed = hak_profile_free;       /* a sampled page's block */
+        hak_huge_hooks.freed = hak_profile_free;    /* a huge block */
+    }
     atomic_compare_exchange_strong(&hak_prof_state, &expected, hak_opt.sample_bytes > 0 ? 2 : 1);
 }
 
-static void *hak_plain(size_t size, bool zero) { return zero ? hak_calloc_total(size) : hak_malloc_inline(size); }
+/* unsampled: malloc, calloc or an aligned allocation */
+static void *hak_plain(size_t size, size_t align, bool zero) {
+    if (align > HAK_MIN_ALIGN) return hak_aligned_plain(size, align, zero);
+    return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
+}
 
-/* The countdown went negative (or this thread's first allocation): sample
- * this allocation, or serve it plainly. */
-HAK_PROF_TEXT void *hak_profile_malloc(size_t size, bool zero) {
+/* The countdown went negative (or this is the thread's first allocation):
+ * true if this allocation of size bytes is to be sampled.  Draws the next
+ * interval. */
+static bool hak_prof_due(size_t size) {
     if (hak_unlikely(atomic_load_explicit(&hak_prof_state, memory_order_relaxed) == 0)) hak_prof_decide();
     if (hak_prof_state != 2) {
         hak_tls_sample_left = INT64_MAX;
-        void *p = hak_plain(size, zero);
-        return p;
+        return false;
     }
-    if (hak_tls_in_prof || hak_tls_exiting || size > HAK_LARGE_MAX) {
-        if (!hak_tls_in_prof) hak_tls_sample_left = hak_next_interval();
-        return hak_plain(size, zero);
-    }
-    bool first = hak_tls_sample_left == 0 && hak_tls_rng == 0;
+    if (hak_tls_in_prof) return false;   /* the unwinder's or a dump's own allocation */
+    bool first = hak_tls_rng == 0;       /* the thread's first allocation: not a crossing */
     hak_tls_sample_left = hak_next_interval();
-    if (first) return hak_plain(size, zero);   /* not a crossing */
+    (void)size;
+    return !first && !hak_tls_exiting;
+}
+
+/* A sampled allocation: the stack first, then the block -- on a page of its
+ * own (hak_page_sampled_alloc), or a huge block above the large-block limit
+ * -- then the table. */
+HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
+    if (!hak_prof_due(size)) return hak_plain(size, align, zero);
+    hak_heap_t *heap = hak_tls_heap;
+    if (heap == &hak_heap_empty && !(heap = hak_heap_for_thread())) { errno = ENOMEM; return NULL; }
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];
     unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
-    void *p = NULL;
-    if (hak_tls_heap != &hak_heap_empty || hak_heap_for_thread()) p = hak_huge_alloc(size, HAK_MIN_ALIGN, zero);
-    else errno = ENOMEM;
+    void *p;
+    if (size > HAK_LARGE_MAX || size + align > HAK_LARGE_MAX) p = hak_huge_alloc(size, align, zero);
+    else {
+        p = hak_page_sampled_alloc(heap, size, align);
+        if (p && zero) memset(p, 0, size);
+    }
     if (p) hak_prof_insert(p, size, frames, depth);
     hak_tls_in_prof = false;
     return p;
+}
+
+/* realloc resized a huge block (in place or moved to q) and the countdown
+ * went negative: sample q as an allocation of size bytes.  (The old block
+ * left the profile before the resize.) */
+HAK_PROF_TEXT void hak_profile_resized(void *q, size_t size) {
+    if (!hak_prof_due(size)) return;
+    hak_tls_in_prof = true;
+    void *frames[HAK_PROF_DEPTH];
+    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
+    hak_prof_insert(q, size, frames, depth);
+    hak_tls_in_prof = false;
 }
 
 /* ---- output ---- */

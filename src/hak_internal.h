@@ -364,6 +364,9 @@ void  hak_profile_resized(void *q, size_t size);   /* realloc resized a huge blo
 #define HAK_SAMPLED(size) \
     hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
 void  hak_profile_free(void *p);                    /* a sampled block moves (hak_realloc) */
+/* The calling stack's return addresses, leading ones in [lo, hi) left out;
+ * -1: not walkable by the cached rules (hak_unwind.c), use libgcc's walk. */
+int   hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi);
 void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc.c) */
 
 /* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */

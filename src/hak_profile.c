@@ -101,9 +101,17 @@ HAK_PROF_TEXT static _Unwind_Reason_Code hak_unwind_step(struct _Unwind_Context 
 }
 
 HAK_PROF_TEXT static unsigned hak_stack_capture(void **frames, unsigned max) {
-    hak_unwind_t u = { frames, 0, max };
+    int n = hak_unwind(frames, max, hak_self_lo, hak_self_hi);   /* the cached rules (hak_unwind.c) */
+    if (hak_likely(n >= 0) && !HAK_DEBUG_ENABLED) return (unsigned)n;
+    void *slow[HAK_PROF_DEPTH];
+    hak_unwind_t u = { n >= 0 ? slow : frames, 0, max };
     _Unwind_Backtrace(hak_unwind_step, &u);
-    return u.n;
+    if (n < 0) return u.n;
+    /* the debug build checks every cached walk against libgcc's */
+    if ((unsigned)n != u.n) hak_fatal("heap profile", "cached stack walk differs from libgcc's (depth) at", frames[0]);
+    for (unsigned i = 0; i < u.n; i++)
+        if (frames[i] != slow[i]) hak_fatal("heap profile", "cached stack walk differs from libgcc's at", slow[i]);
+    return (unsigned)n;
 }
 
 /* The frames to skip: the hooks' functions (hakmem_malloc, hakmem_calloc,

@@ -51,9 +51,11 @@ static inline void *hak_realloc_new(size_t size) {
 /* Resize p.  Keeps the block when the new size fits and wastes at most half
  * of it; huge blocks move pages with mremap; otherwise allocate, copy, free.
  * The new size is sampled for heap profiles as malloc's is when realloc takes
- * a new block or resizes a huge one; a block kept in place is not (nothing is
- * allocated).  A sampled block (HAK_PAGE_SAMPLED) always moves: its free
- * takes it out of the profile, the new block is sampled or not as any. */
+ * a new block or resizes a huge one, and the growth when it grows a large
+ * block in place; a block kept in place is not (nothing is allocated; a
+ * sampled block kept keeps its sample, with the new size).  A
+ * sampled block (HAK_PAGE_SAMPLED) that moves leaves the profile with its
+ * free; the new block is sampled, or not, as any. */
 HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
     if (p == NULL) return hak_realloc_new(size);
     if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */
@@ -84,13 +86,24 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
             if (size > ((size_t)1 << 46)) return NULL;   /* errno set */
         }
     }
-    if (size <= usable && size >= usable / 2 && !(HAK_RELAXED(page->flags) & HAK_PAGE_SAMPLED)) return p;
+    if (size <= usable && size >= usable / 2) {
+        if (hak_unlikely(page->flags & HAK_PAGE_SAMPLED)) hak_profile_resize(p, size);
+        return p;
+    }
     /* the owner test first: another thread's page's used and flags are not ours to read */
     if (size > usable && size <= HAK_LARGE_MAX && seg->heap == hak_tls_heap && page->kind == HAK_PAGE_LARGE &&
-        page->flags == 0 && block == page->start && page->used == 1 &&
-        hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE &&
-        hak_page_reclass(seg->heap, page, hak_size_class(size))) {   /* grow in place */
-        return p;
+        (page->flags & (uint8_t)~HAK_PAGE_SAMPLED) == 0 && block == page->start && page->used == 1 &&
+        hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE) {
+        bool sampled = page->flags & HAK_PAGE_SAMPLED;
+        if (hak_page_reclass(seg->heap, page, hak_size_class(size))) {   /* grow in place */
+            /* the bytes beyond the old block count as allocated: a block
+             * grown by steps is then sampled as one allocated at its size */
+            bool due = HAK_SAMPLED(size - usable);
+            if (sampled) hak_profile_resize(p, size);
+            if (hak_unlikely(due) && hak_profile_grown(p, size, sampled)) sampled = true;
+            if (sampled) hak_page_sampled_again(seg->heap, page);   /* (reclass cleared the flag) */
+            return p;
+        }
     }
     void *q = hak_realloc_new(size);
     if (!q) return NULL;

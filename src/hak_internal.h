@@ -172,6 +172,7 @@ void  hak_page_check(const hak_page_t *page);   /* HAK_DEBUG consistency check *
 /* A block of size bytes (aligned to align) on a page of its own, flagged
  * HAK_PAGE_SAMPLED: a heap profile's sample (hak_profile.c).  NULL: no memory. */
 void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align);
+void  hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page);   /* after hak_page_reclass */
 /* The page layer calls no upper layer by name: heap profiles (hak_profile.c,
  * when sampling is on) register here, before the first sampled page exists,
  * the function every free of a sampled page's block calls (from any thread,
@@ -364,6 +365,9 @@ void  hak_profile_resized(void *q, size_t size);   /* realloc resized a huge blo
 #define HAK_SAMPLED(size) \
     hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
 void  hak_profile_free(void *p);                    /* a sampled block moves (hak_realloc) */
+void  hak_profile_resize(void *p, size_t size);     /* realloc kept sampled block p in place */
+bool  hak_profile_grown(void *p, size_t size, bool sampled);   /* realloc grew p in place, countdown
+                                                                  negative: true if p is now sampled */
 /* The calling stack's return addresses, leading ones in [lo, hi) left out;
  * -1: not walkable by the cached rules (hak_unwind.c), use libgcc's walk. */
 int   hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi);

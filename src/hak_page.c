@@ -185,6 +185,15 @@ void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align) {
     return NULL;
 }
 
+/* A sampled page that hak_page_reclass grew in place for realloc (which made
+ * it an ordinary page in its class queue): sampled again, as above. */
+void hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page) {
+    hak_queue_remove(heap, page);
+    atomic_store_explicit(&page->xthread_free, HAK_TF_NOTIFY, memory_order_relaxed);
+    hak_page_set_flags(page, HAK_PAGE_SAMPLED);
+    hak_page_check(page);
+}
+
 /* ---- malloc slow path ---- */
 
 /* Exhausted pages a walk leaves in the class queue before it moves the rest

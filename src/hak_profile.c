@@ -164,6 +164,14 @@ void hak_profile_free(void *p) {
     pthread_mutex_unlock(&hak_prof_lock);
 }
 
+/* realloc kept sampled block p in place: its sample gets the new size. */
+void hak_profile_resize(void *p, size_t size) {
+    pthread_mutex_lock(&hak_prof_lock);
+    for (uint32_t i = hak_prof_bucket[hak_prof_hash(p)]; i; i = hak_samples[i - 1].next)
+        if (hak_samples[i - 1].ptr == p) { hak_samples[i - 1].size = size; break; }
+    pthread_mutex_unlock(&hak_prof_lock);
+}
+
 /* ---- the hook ---- */
 
 static void hak_prof_decide(void) {
@@ -217,6 +225,19 @@ HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
     if (p) hak_prof_insert(p, size, frames, depth);
     hak_tls_in_prof = false;
     return p;
+}
+
+/* realloc grew block p in place to size bytes, and the countdown went
+ * negative over the growth: draws the next interval; true if p, not sampled
+ * before, is now (the caller flags its page). */
+HAK_PROF_TEXT bool hak_profile_grown(void *p, size_t size, bool sampled) {
+    if (!hak_prof_due(size) || sampled) return false;
+    hak_tls_in_prof = true;
+    void *frames[HAK_PROF_DEPTH];
+    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
+    hak_prof_insert(p, size, frames, depth);
+    hak_tls_in_prof = false;
+    return true;
 }
 
 /* realloc resized a huge block (in place or moved to q) and the countdown

@@ -55,6 +55,7 @@ fi
 if run_bin profile.realloc.run 120 "${RUN[@]}" "$BIN" realloc "$TMP/realloc.prof"; then
     within profile.realloc.site "$(cum_mb "$TMP/realloc.prof" realloc_site)" 64 10
     below profile.realloc.moved "$(cum_mb "$TMP/realloc.prof" grow_site)" 0
+    within profile.realloc.grown "$(cum_mb "$TMP/realloc.prof" vec_site)" 64 10
 fi
 
 # the aligned allocations are sampled as malloc is

@@ -12,7 +12,8 @@
  *                               and dumps
  *   test_profile realloc DUMP   grow_site mallocs 16 MiB in 1..8 KiB blocks,
  *                               realloc_site moves each to 4 times its size (64
- *                               MiB live, all moved: grow_site keeps nothing)
+ *                               MiB live, all moved: grow_site keeps nothing);
+ *                               vec_site grows 32 vectors to 2 MiB (64 MiB)
  *   test_profile aligned FN DUMP  FN (posix_memalign, aligned_alloc, memalign,
  *                               valloc, pvalloc) keeps 64 MiB live from a site
  *                               named FN_site; the blocks' alignment is checked
@@ -84,6 +85,24 @@ NOINL void realloc_site(blocks_t *b) {
         char *p = realloc(b->v[i], 4 * block_size(i));
         if (!p || p[0] != 'g') { fprintf(stderr, "realloc lost the contents\n"); exit(1); }
         b->v[i] = p;
+    }
+}
+
+/* 32 vectors grown by realloc from 64 KiB to 2 MiB, 64 KiB a step, one after
+ * the other (so mostly in place: the growth counts as allocated bytes) */
+NOINL void vec_site(blocks_t *b) {
+    for (int v = 0; v < 32; v++) {
+        char *p = NULL;
+        for (size_t n = 64 << 10; n <= (2u << 20); n += 64 << 10) {
+            char *q = realloc(p, n);
+            if (!q || (p && (q[0] != (char)v || q[n - (64 << 10) - 1] != (char)v))) {
+                fprintf(stderr, "realloc lost the contents\n");
+                exit(1);
+            }
+            q[0] = q[n - 1] = (char)v;
+            p = q;
+        }
+        b->v[b->n++] = p;
     }
 }
 
@@ -160,8 +179,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "realloc") && argc == 3) {
         blocks_t g = reserve(16 * MIB);
+        blocks_t v = reserve(32 * 1024);
         grow_site(&g);
         realloc_site(&g);
+        vec_site(&v);
         return dump(argv[2]);
     }
     if (!strcmp(argv[1], "aligned") && argc == 4) {

@@ -2,20 +2,23 @@
  * dump (hakmem_profile_dump, HAKMEM_PROFILE_AT_EXIT) and the leak report
  * (HAKMEM_LEAK_REPORT).  docs/profiling.md describes the design.
  *
- *  - malloc and calloc (hak_alloc.c) subtract each request from a per-thread
+ *  - malloc, calloc, realloc, the aligned allocations (hak_alloc.c) and
+ *    operator new (hak_cxx.c) subtract each request from a per-thread
  *    countdown, hak_tls_sample_left; when it goes negative they call
  *    hak_profile_malloc.  It starts at 0, so each thread's first allocation
  *    comes here once: with sampling off the countdown is set to INT64_MAX.
  *  - The intervals are drawn from an exponential distribution of mean
  *    HAKMEM_SAMPLE_BYTES, so every byte is sampled with the same probability
  *    and the profile is an unbiased estimate (pprof's heap_v2 unsampling).
- *  - A sampled block is served by the huge path (its own mapping, page flag
- *    HAK_PAGE_IS_HUGE): free's fast path already sends such blocks to its
- *    slow path, which calls hak_profile_free (hak_free.c), from any thread.
- *    No other free pays anything.
- *  - The stack comes from libgcc's _Unwind_Backtrace (.eh_frame, no frame
- *    pointers needed), warmed up in the constructor; a per-thread guard
- *    serves any allocation the unwinder makes unsampled, so it never recurses.
+ *  - A sampled block gets a page of its own, flagged HAK_PAGE_SAMPLED
+ *    (hak_page_sampled_alloc, hak_page.c); above the large-block limit, a
+ *    huge block.  Either's free reaches free's complete check, from any
+ *    thread, which calls hak_profile_free (through hak_sampled_freed or
+ *    hak_huge_hooks.freed).  No other free pays anything.
+ *  - The stack comes from the cached unwind rules of hak_unwind.c, or from
+ *    libgcc's _Unwind_Backtrace (.eh_frame, no frame pointers needed),
+ *    warmed up in the constructor; a per-thread guard serves any allocation
+ *    the unwinder makes unsampled, so it never recurses.
  *  - The table is static (HAK_PROF_MAX samples); when it is full a sample is
  *    dropped and counted.  One mutex, held across fork (pthread_atfork). */
 #include "hak_internal.h"
@@ -191,9 +194,9 @@ static void *hak_plain(size_t size, size_t align, bool zero) {
 }
 
 /* The countdown went negative (or this is the thread's first allocation):
- * true if this allocation of size bytes is to be sampled.  Draws the next
+ * true if this allocation is to be sampled.  Draws the next
  * interval. */
-static bool hak_prof_due(size_t size) {
+static bool hak_prof_due(void) {
     if (hak_unlikely(atomic_load_explicit(&hak_prof_state, memory_order_relaxed) == 0)) hak_prof_decide();
     if (hak_prof_state != 2) {
         hak_tls_sample_left = INT64_MAX;
@@ -202,7 +205,6 @@ static bool hak_prof_due(size_t size) {
     if (hak_tls_in_prof) return false;   /* the unwinder's or a dump's own allocation */
     bool first = hak_tls_rng == 0;       /* the thread's first allocation: not a crossing */
     hak_tls_sample_left = hak_next_interval();
-    (void)size;
     return !first && !hak_tls_exiting;
 }
 
@@ -210,14 +212,14 @@ static bool hak_prof_due(size_t size) {
  * own (hak_page_sampled_alloc), or a huge block above the large-block limit
  * -- then the table. */
 HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
-    if (!hak_prof_due(size)) return hak_plain(size, align, zero);
+    if (!hak_prof_due()) return hak_plain(size, align, zero);
     hak_heap_t *heap = hak_tls_heap;
     if (heap == &hak_heap_empty && !(heap = hak_heap_for_thread())) { errno = ENOMEM; return NULL; }
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];
     unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
     void *p;
-    if (size > HAK_LARGE_MAX || size + align > HAK_LARGE_MAX) p = hak_huge_alloc(size, align, zero);
+    if (size > HAK_LARGE_MAX || align > HAK_LARGE_MAX - size) p = hak_huge_alloc(size, align, zero);
     else {
         p = hak_page_sampled_alloc(heap, size, align);
         if (p && zero) memset(p, 0, size);
@@ -231,7 +233,7 @@ HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
  * negative over the growth: draws the next interval; true if p, not sampled
  * before, is now (the caller flags its page). */
 HAK_PROF_TEXT bool hak_profile_grown(void *p, size_t size, bool sampled) {
-    if (!hak_prof_due(size) || sampled) return false;
+    if (!hak_prof_due() || sampled) return false;
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];
     unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
@@ -244,7 +246,7 @@ HAK_PROF_TEXT bool hak_profile_grown(void *p, size_t size, bool sampled) {
  * went negative: sample q as an allocation of size bytes.  (The old block
  * left the profile before the resize.) */
 HAK_PROF_TEXT void hak_profile_resized(void *q, size_t size) {
-    if (!hak_prof_due(size)) return;
+    if (!hak_prof_due()) return;
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];
     unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);

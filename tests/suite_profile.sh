@@ -88,6 +88,14 @@ if need profile.stress "$T/test_stress" "$REL_SO"; then
         -p profile.stress --expect-hakmem -s 0.5
 fi
 
+# every API call's edge cases (test_api: sizes 0 and huge, alignments up to
+# the largest, realloc in every direction, usable sizes) with every
+# allocation sampled
+if need profile.api_all_sampled "$T/test_api" "$REL_SO"; then
+    run_bin profile.api_all_sampled 120 env LD_PRELOAD="$REL_SO" HAKMEM_SAMPLE_BYTES=1 "$T/test_api" \
+        -p profile.api_all_sampled --expect-hakmem --variant release
+fi
+
 # misuse of a sampled block is reported as of any other (every allocation
 # sampled: HAKMEM_SAMPLE_BYTES=1)
 for kind in double inside remote_double; do

@@ -454,6 +454,10 @@ def main():
     ap.add_argument("--hakmem-lib", default=os.path.join(ROOT, "build", "libhakmem.so"))
     ap.add_argument("--candidate-lib", help="a second hakmem build, run as allocator "
                     "'candidate' (add it to --allocators) and proven as hakmem")
+    ap.add_argument("--candidate-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable set for the candidate's runs only "
+                    "(repeatable); with --candidate-lib equal to --hakmem-lib it compares "
+                    "one build with and without a setting, e.g. HAKMEM_SAMPLE_BYTES=524288")
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bench"))
     ap.add_argument("--out-dir", default=DEFAULT_OUT_DIR,
                     help="where the results go (default build/bench/results, outside git)")
@@ -479,6 +483,12 @@ def main():
     if not wls:
         ap.error("no workload matches %r" % args.workloads)
     allocs = resolve_allocators(selected, args.hakmem_lib, args.candidate_lib)
+    cand_env = {}
+    for kv in args.candidate_env:
+        if "=" not in kv:
+            ap.error("--candidate-env wants NAME=VALUE, not %r" % kv)
+        k, v = kv.split("=", 1)
+        cand_env[k] = v
     for w in wls:
         b = os.path.join(args.bin_dir, w["bin"])
         if not os.access(b, os.X_OK):
@@ -513,7 +523,8 @@ def main():
                 if not _runs_under(w, a):
                     continue
                 n += 1
-                rc, out, err, usage = run_child(argv, lib, args.timeout)
+                rc, out, err, usage = run_child(argv, lib, args.timeout,
+                                                cand_env if a == CANDIDATE else None)
                 run = Run(w["name"], a, rep, usage=usage)
                 if rc != 0:
                     run.error = describe_failure(rc, err)
@@ -555,6 +566,9 @@ def main():
                         "-e", "trace=" + ",".join(stats.TRACED_SYSCALLS)]
                 if lib:
                     argv += ["-E", "LD_PRELOAD=" + lib]
+                if a == CANDIDATE:
+                    for k, v in cand_env.items():
+                        argv += ["-E", "%s=%s" % (k, v)]
                 argv += [os.path.join(args.bin_dir, w["bin"])] + bargs
                 rc, out, err, _ = run_child(argv, None, args.timeout * 3)
                 msg = None

@@ -17,7 +17,7 @@
 /* The sampling hook: HAK_SAMPLED (hak_internal.h). */
 HAK_PROF_ENTRY
 HAK_EXPORT void *hakmem_malloc(size_t size) {
-    if (HAK_SAMPLED(size)) return hak_profile_malloc(size, false);
+    if (HAK_SAMPLED(size)) return hak_profile_malloc(size, HAK_MIN_ALIGN, false);
     return hak_malloc_inline(size);
 }
 HAK_EXPORT void hakmem_free(void *p) { hak_free_inline(p); }
@@ -26,7 +26,7 @@ HAK_PROF_ENTRY
 HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
     size_t total;
     if (hak_unlikely(__builtin_mul_overflow(n, size, &total))) { errno = ENOMEM; return NULL; }
-    if (HAK_SAMPLED(total)) return hak_profile_malloc(total, true);
+    if (HAK_SAMPLED(total)) return hak_profile_malloc(total, HAK_MIN_ALIGN, true);
     return hak_calloc_total(total);
 }
 
@@ -42,16 +42,28 @@ void *hak_calloc_total(size_t total) {
     return p;
 }
 
+/* A new block for realloc, sampled as malloc's are */
+static inline void *hak_realloc_new(size_t size) {
+    if (HAK_SAMPLED(size)) return hak_profile_malloc(size, HAK_MIN_ALIGN, false);
+    return hak_malloc_inline(size);
+}
+
 /* Resize p.  Keeps the block when the new size fits and wastes at most half
- * of it; huge blocks move pages with mremap; otherwise allocate, copy, free. */
-void *hak_realloc(void *p, size_t size) {
-    if (p == NULL) return hak_malloc_inline(size);
+ * of it; huge blocks move pages with mremap; otherwise allocate, copy, free.
+ * The new size is sampled for heap profiles as malloc's is when realloc takes
+ * a new block or resizes a huge one, and the growth when it grows a large
+ * block in place; a block kept in place is not (nothing is allocated; a
+ * sampled block kept keeps its sample, with the new size).  A
+ * sampled block (HAK_PAGE_SAMPLED) that moves leaves the profile with its
+ * free; the new block is sampled, or not, as any. */
+HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
+    if (p == NULL) return hak_realloc_new(size);
     if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
         size_t old = hak_foreign_usable(p);               /* a glibc block: move it to hakmem */
         if (!old) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
-        void *q = hak_malloc_inline(size);
+        void *q = hak_realloc_new(size);
         if (!q) return NULL;
         memcpy(q, p, old < size ? old : size);
         hak_foreign_free(p);
@@ -67,27 +79,42 @@ void *hak_realloc(void *p, size_t size) {
         if (size > HAK_LARGE_MAX) {
             hak_profile_free(p);   /* a sampled block that moves leaves the profile */
             void *q = hak_huge_realloc(seg, p, size);
-            if (q) return q;
+            if (q) {
+                if (HAK_SAMPLED(size)) hak_profile_resized(q, size);
+                return q;
+            }
             if (size > ((size_t)1 << 46)) return NULL;   /* errno set */
         }
     }
-    if (size <= usable && size >= usable / 2) return p;
-    /* the owner test first: another thread's page's used and flags are not ours to read */
-    if (size > usable && size <= HAK_LARGE_MAX && seg->heap == hak_tls_heap && page->kind == HAK_PAGE_LARGE &&
-        page->flags == 0 && block == page->start && page->used == 1 &&
-        hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE &&
-        hak_page_reclass(seg->heap, page, hak_size_class(size))) {   /* grow in place */
+    if (size <= usable && size >= usable / 2) {
+        if (hak_unlikely(page->flags & HAK_PAGE_SAMPLED)) hak_profile_resize(p, size);
         return p;
     }
-    void *q = hak_malloc_inline(size);
+    /* the owner test first: another thread's page's used and flags are not ours to read */
+    if (size > usable && size <= HAK_LARGE_MAX && seg->heap == hak_tls_heap && page->kind == HAK_PAGE_LARGE &&
+        (page->flags & (uint8_t)~HAK_PAGE_SAMPLED) == 0 && block == page->start && page->used == 1 &&
+        hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE) {
+        bool sampled = page->flags & HAK_PAGE_SAMPLED;
+        if (hak_page_reclass(seg->heap, page, hak_size_class(size))) {   /* grow in place */
+            /* the bytes beyond the old block count as allocated: a block
+             * grown by steps is then sampled as one allocated at its size */
+            bool due = HAK_SAMPLED(size - usable);
+            if (sampled) hak_profile_resize(p, size);
+            if (hak_unlikely(due) && hak_profile_grown(p, size, sampled)) sampled = true;
+            if (sampled) hak_page_sampled_again(seg->heap, page);   /* (reclass cleared the flag) */
+            return p;
+        }
+    }
+    void *q = hak_realloc_new(size);
     if (!q) return NULL;
     memcpy(q, p, size < usable ? size : usable);
     hak_free_inline(p);
     return q;
 }
+HAK_PROF_ENTRY
 HAK_EXPORT void *hakmem_realloc(void *p, size_t size) { return hak_realloc(p, size); }
 
-HAK_EXPORT void *hakmem_reallocarray(void *p, size_t n, size_t size) {
+HAK_PROF_ENTRY HAK_EXPORT void *hakmem_reallocarray(void *p, size_t n, size_t size) {
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) { errno = ENOMEM; return NULL; }
     return hak_realloc(p, total);
@@ -95,9 +122,10 @@ HAK_EXPORT void *hakmem_reallocarray(void *p, size_t n, size_t size) {
 
 /* Aligned blocks.  First try the plain size class (its blocks are often
  * aligned already); else take a block large enough to contain an aligned
- * one and mark the page, so free() knows to look for the block's start. */
-void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
-    if (align <= HAK_MIN_ALIGN) return zero ? hakmem_calloc(1, size) : hak_malloc_inline(size);
+ * one and mark the page, so free() knows to look for the block's start.
+ * Unsampled: hak_malloc_aligned below is the sampled entry. */
+void *hak_aligned_plain(size_t size, size_t align, bool zero) {
+    if (align <= HAK_MIN_ALIGN) return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
     if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
     /* (a thread past its exit handler owns no page to mark: a mapping of its own) */
     if (size + align <= HAK_LARGE_MAX && !hak_tls_exiting) {
@@ -129,9 +157,15 @@ void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
     return hak_huge_alloc(size, align, zero);
 }
 
+/* The aligned allocations, sampled for heap profiles as malloc is. */
+HAK_PROF_ENTRY void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
+    if (size <= PTRDIFF_MAX && HAK_SAMPLED(size)) return hak_profile_malloc(size, align, zero);
+    return hak_aligned_plain(size, align, zero);
+}
+
 static bool hak_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 
-HAK_EXPORT int hakmem_posix_memalign(void **out, size_t align, size_t size) {
+HAK_PROF_ENTRY HAK_EXPORT int hakmem_posix_memalign(void **out, size_t align, size_t size) {
     if (!hak_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
     int saved = errno;
     void *p = hak_malloc_aligned(size, align, false);
@@ -142,22 +176,22 @@ HAK_EXPORT int hakmem_posix_memalign(void **out, size_t align, size_t size) {
 
 /* As glibc 2.36, where aligned_alloc is memalign (glibc 2.38 made it
  * refuse an alignment that is not a power of two). */
-HAK_EXPORT void *hakmem_aligned_alloc(size_t align, size_t size) { return hakmem_memalign(align, size); }
+HAK_PROF_ENTRY HAK_EXPORT void *hakmem_aligned_alloc(size_t align, size_t size) { return hakmem_memalign(align, size); }
 
 /* As glibc: an alignment up to 16 is malloc's, one that is not a power of
  * two is rounded up to the next (a drop-in replacement must not fail where
  * glibc succeeds), and one above the largest power of two of size_t fails
  * with EINVAL.  posix_memalign keeps its own rule (EINVAL). */
-HAK_EXPORT void *hakmem_memalign(size_t align, size_t size) {
+HAK_PROF_ENTRY HAK_EXPORT void *hakmem_memalign(size_t align, size_t size) {
     if (align > SIZE_MAX / 2 + 1) { errno = EINVAL; return NULL; }
     if (align > HAK_MIN_ALIGN && !hak_pow2(align))
         align = (size_t)1 << (sizeof(unsigned long) * 8 - (size_t)__builtin_clzl((unsigned long)align));
     return hak_malloc_aligned(size, align, false);
 }
 
-HAK_EXPORT void *hakmem_valloc(size_t size) { return hak_malloc_aligned(size, hak_os_page_size(), false); }
+HAK_PROF_ENTRY HAK_EXPORT void *hakmem_valloc(size_t size) { return hak_malloc_aligned(size, hak_os_page_size(), false); }
 
-HAK_EXPORT void *hakmem_pvalloc(size_t size) {
+HAK_PROF_ENTRY HAK_EXPORT void *hakmem_pvalloc(size_t size) {
     size_t ps = hak_os_page_size();
     if (size > SIZE_MAX - ps) { errno = ENOMEM; return NULL; }
     size_t rounded = size == 0 ? ps : (size + ps - 1) & ~(ps - 1);

@@ -28,9 +28,10 @@ static HAK_NOINLINE void *hak_new_fail(size_t size, size_t align, bool nothrow) 
     }
 }
 
-/* sampled for heap profiles as malloc is (HAK_SAMPLED) */
+/* sampled for heap profiles as malloc is (HAK_SAMPLED; the aligned forms in
+ * hak_malloc_aligned) */
 static inline void *hak_new(size_t size, bool nothrow) {
-    void *p = HAK_SAMPLED(size) ? hak_profile_malloc(size, false) : hak_malloc_inline(size);
+    void *p = HAK_SAMPLED(size) ? hak_profile_malloc(size, HAK_MIN_ALIGN, false) : hak_malloc_inline(size);
     if (hak_unlikely(!p)) return hak_new_fail(size, HAK_MIN_ALIGN, nothrow);
     return p;
 }
@@ -46,10 +47,10 @@ HAK_PROF_ENTRY HAK_CXX void *_Znwm(size_t n) { return hak_new(n, false); }
 HAK_PROF_ENTRY HAK_CXX void *_Znam(size_t n) { return hak_new(n, false); }
 HAK_PROF_ENTRY HAK_CXX void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { (void)t; return hak_new(n, true); }
 HAK_PROF_ENTRY HAK_CXX void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { (void)t; return hak_new(n, true); }
-HAK_CXX void *_ZnwmSt11align_val_t(size_t n, size_t a) { return hak_new_aligned(n, a, false); }
-HAK_CXX void *_ZnamSt11align_val_t(size_t n, size_t a) { return hak_new_aligned(n, a, false); }
-HAK_CXX void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return hak_new_aligned(n, a, true); }
-HAK_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return hak_new_aligned(n, a, true); }
+HAK_PROF_ENTRY HAK_CXX void *_ZnwmSt11align_val_t(size_t n, size_t a) { return hak_new_aligned(n, a, false); }
+HAK_PROF_ENTRY HAK_CXX void *_ZnamSt11align_val_t(size_t n, size_t a) { return hak_new_aligned(n, a, false); }
+HAK_PROF_ENTRY HAK_CXX void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return hak_new_aligned(n, a, true); }
+HAK_PROF_ENTRY HAK_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return hak_new_aligned(n, a, true); }
 /* delete */
 HAK_CXX void _ZdlPv(void *p) { hak_free_inline(p); }
 HAK_CXX void _ZdaPv(void *p) { hak_free_inline(p); }

@@ -9,7 +9,8 @@
  *         quick check (hak_free_quick): a heap's segment, the start of a
  *         carved block, not free -- the common remote free
  *                 |  fails: hak_free_checked -- NULL, glibc's blocks, huge
- *                 |  blocks, aligned blocks, misuse (reported, abort)
+ *                 |  blocks, aligned blocks, sampled blocks (heap profiles:
+ *                 |  hak_sampled_freed), misuse (reported, abort)
  *                 v
  *         hak_free_block: the owner frees locally, any other thread pushes
  *         onto the page's remote list (hak_free_remote)
@@ -17,6 +18,8 @@
  * The complete check, hak_block_in, also serves realloc() and
  * malloc_usable_size(). */
 #include "hak_internal.h"
+
+void (*hak_sampled_freed)(void *p);   /* hak_internal.h: registered by hak_profile.c */
 
 /* ---- local and remote frees of a validated block ---- */
 
@@ -187,6 +190,8 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
         return;
     }
     if (b->key == page->free_key) hak_fatal("free()", "double free of", p);
+    /* a heap profile's sample: out of the profile before the block can be reused */
+    if (HAK_RELAXED(page->flags) & HAK_PAGE_SAMPLED) hak_sampled_freed(p);
     hak_free_block(seg, page, b);
 }
 

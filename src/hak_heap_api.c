@@ -343,7 +343,7 @@ static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
         !hak_walk_mark(page, page->local_free, cap, bits, false) ||
         !hak_walk_mark(page, remote, cap, bits, false))
         return 0;
-    if ((page->flags & HAK_PAGE_IN_FULL) &&
+    if ((page->flags & (HAK_PAGE_IN_FULL | HAK_PAGE_SAMPLED)) &&   /* (a sampled page: NOTIFY too) */
         !hak_walk_mark(page, atomic_load_explicit(&owner->xdelayed, memory_order_acquire), cap, bits, true))
         return 0;
     bool aligned = page->flags & HAK_PAGE_HAS_ALIGNED;

@@ -169,6 +169,16 @@ void  hak_queue_remove(hak_heap_t *heap, hak_page_t *page);
 void  hak_page_unfull(hak_heap_t *heap, hak_page_t *page);
 void  hak_page_check(const hak_page_t *page);   /* HAK_DEBUG consistency check */
 
+/* A block of size bytes (aligned to align) on a page of its own, flagged
+ * HAK_PAGE_SAMPLED: a heap profile's sample (hak_profile.c).  NULL: no memory. */
+void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align);
+void  hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page);   /* after hak_page_reclass */
+/* The page layer calls no upper layer by name: heap profiles (hak_profile.c,
+ * when sampling is on) register here, before the first sampled page exists,
+ * the function every free of a sampled page's block calls (from any thread,
+ * before the block is freed). */
+extern void (*hak_sampled_freed)(void *p);
+
 /* ---- free (hak_free.c): everything the inline fast free does not finish ---- */
 void  hak_free_slow(void *p);                        /* region map: not this thread's */
 void  hak_free_local_slow(hak_page_t *page, void *p); /* region map: this thread's */
@@ -270,12 +280,12 @@ HAK_INLINE bool hak_carved_block(const hak_page_t *page, size_t offset) {
 #define HAK_SET_RELAXED(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 /* What carved_limit, local_limit and wide_limit must be (hak_types.h), from
  * the page's capacity, flags and kind: set by hak_page_update_limit and
- * checked by hak_page_check.  A page with aligned blocks or a huge page has
- * carved_limit 0: its frees all take the complete check (hak_block_in). */
+ * checked by hak_page_check.  A page with aligned blocks, a huge or a sampled
+ * page has carved_limit 0: its frees all take the complete check (hak_block_in). */
 typedef struct hak_limits_s { uint64_t carved, local, wide; } hak_limits_t;
 HAK_INLINE hak_limits_t hak_page_limits(const hak_page_t *page) {
     uint8_t flags = HAK_RELAXED(page->flags);
-    uint64_t carved = (flags & (HAK_PAGE_HAS_ALIGNED | HAK_PAGE_IS_HUGE)) ? 0 :
+    uint64_t carved = (flags & (HAK_PAGE_HAS_ALIGNED | HAK_PAGE_IS_HUGE | HAK_PAGE_SAMPLED)) ? 0 :
                       hak_block_limit(HAK_RELAXED(page->capacity), page->div_step);
     bool fast = flags == 0, small = page->kind == HAK_PAGE_SMALL;
     return (hak_limits_t){ carved, fast && small ? carved : 0, fast && !small ? carved : 0 };
@@ -342,8 +352,10 @@ HAK_INLINE void hak_free_inline(void *p) {
 
 /* ---- heap profiles (hak_profile.c) ---- */
 extern __thread int64_t hak_tls_sample_left __attribute__((tls_model("initial-exec")));
-void *hak_profile_malloc(size_t size, bool zero);   /* the countdown went negative */
-/* The sampling hook of malloc, calloc and operator new: a per-thread byte
+void *hak_profile_malloc(size_t size, size_t align, bool zero);   /* the countdown went negative */
+void  hak_profile_resized(void *q, size_t size);   /* realloc resized a huge block; countdown negative */
+/* The sampling hook of malloc, calloc, realloc, the aligned allocations and
+ * operator new: a per-thread byte
  * countdown; when it goes negative the allocation is sampled (or, with
  * sampling off, the countdown is set out of reach once per thread).  The
  * functions that use it live in the section hak_prof_text, which the stack
@@ -353,11 +365,18 @@ void *hak_profile_malloc(size_t size, bool zero);   /* the countdown went negati
 #define HAK_SAMPLED(size) \
     hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
 void  hak_profile_free(void *p);                    /* a sampled block moves (hak_realloc) */
+void  hak_profile_resize(void *p, size_t size);     /* realloc kept sampled block p in place */
+bool  hak_profile_grown(void *p, size_t size, bool sampled);   /* realloc grew p in place, countdown
+                                                                  negative: true if p is now sampled */
+/* The calling stack's return addresses, leading ones in [lo, hi) left out;
+ * -1: not walkable by the cached rules (hak_unwind.c), use libgcc's walk. */
+int   hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi);
 void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc.c) */
 
 /* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */
 size_t hak_usable_size(const void *p);
-void *hak_malloc_aligned(size_t size, size_t align, bool zero);
+void *hak_malloc_aligned(size_t size, size_t align, bool zero);   /* sampled */
+void *hak_aligned_plain(size_t size, size_t align, bool zero);    /* unsampled */
 void *hak_realloc(void *p, size_t size);
 
 #endif /* HAK_INTERNAL_H */

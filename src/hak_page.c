@@ -146,6 +146,54 @@ void hak_page_retire(hak_page_t *page) {
     hak_segment_page_free(heap, page);
 }
 
+/* ---- sampled blocks (heap profiles) ---- */
+
+/* A sampled block gets a page of its own class to itself (a 64 KiB slot for
+ * a small one), in no queue, so that no other malloc takes from it: its flag
+ * HAK_PAGE_SAMPLED (carved_limit 0, hak_page_limits) sends its free to the
+ * complete check from any thread, which calls hak_sampled_freed; no other
+ * free pays anything.  NOTIFY is set as on a full page: a remote free goes to
+ * the owner's delayed list, where the owner frees it locally and retires the
+ * page (hak_free_local; hak_queue_remove leaves a page in no queue alone).
+ * An aligned block whose class's page start is not aligned enough takes a
+ * class large enough to hold it aligned, marked as aligned_alloc marks one. */
+void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align) {
+    size_t bytes = size ? size : 1, need = bytes;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (need > HAK_LARGE_MAX) break;
+        hak_page_t *page = hak_segment_page_alloc(heap, hak_size_class(need));
+        if (!page) break;
+        uint8_t *q = (uint8_t *)(((uintptr_t)page->start + align - 1) & ~(uintptr_t)(align - 1));
+        if (q + bytes > page->start + page->block_size) {
+            /* not aligned enough: a class with room for any start (q - start <= align - 16) */
+            hak_segment_page_free(heap, page);
+            need = bytes + align - HAK_MIN_ALIGN;
+            continue;
+        }
+        hak_block_t *b = (hak_block_t *)page->start;
+        b->next = NULL;
+        b->key = 0;
+        HAK_SET_RELAXED(page->capacity, 1);
+        page->used = 1;
+        atomic_store_explicit(&page->xthread_free, HAK_TF_NOTIFY, memory_order_relaxed);
+        if (q != page->start) *(uintptr_t *)b = hak_aligned_mark(q);
+        hak_page_set_flags(page, HAK_PAGE_SAMPLED | (q != page->start ? HAK_PAGE_HAS_ALIGNED : 0));
+        hak_page_check(page);
+        return q;
+    }
+    errno = ENOMEM;
+    return NULL;
+}
+
+/* A sampled page that hak_page_reclass grew in place for realloc (which made
+ * it an ordinary page in its class queue): sampled again, as above. */
+void hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page) {
+    hak_queue_remove(heap, page);
+    atomic_store_explicit(&page->xthread_free, HAK_TF_NOTIFY, memory_order_relaxed);
+    hak_page_set_flags(page, HAK_PAGE_SAMPLED);
+    hak_page_check(page);
+}
+
 /* ---- malloc slow path ---- */
 
 /* Exhausted pages a walk leaves in the class queue before it moves the rest

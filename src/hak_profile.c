@@ -2,20 +2,23 @@
  * dump (hakmem_profile_dump, HAKMEM_PROFILE_AT_EXIT) and the leak report
  * (HAKMEM_LEAK_REPORT).  docs/profiling.md describes the design.
  *
- *  - malloc and calloc (hak_alloc.c) subtract each request from a per-thread
+ *  - malloc, calloc, realloc, the aligned allocations (hak_alloc.c) and
+ *    operator new (hak_cxx.c) subtract each request from a per-thread
  *    countdown, hak_tls_sample_left; when it goes negative they call
  *    hak_profile_malloc.  It starts at 0, so each thread's first allocation
  *    comes here once: with sampling off the countdown is set to INT64_MAX.
  *  - The intervals are drawn from an exponential distribution of mean
  *    HAKMEM_SAMPLE_BYTES, so every byte is sampled with the same probability
  *    and the profile is an unbiased estimate (pprof's heap_v2 unsampling).
- *  - A sampled block is served by the huge path (its own mapping, page flag
- *    HAK_PAGE_IS_HUGE): free's fast path already sends such blocks to its
- *    slow path, which calls hak_profile_free (hak_free.c), from any thread.
- *    No other free pays anything.
- *  - The stack comes from libgcc's _Unwind_Backtrace (.eh_frame, no frame
- *    pointers needed), warmed up in the constructor; a per-thread guard
- *    serves any allocation the unwinder makes unsampled, so it never recurses.
+ *  - A sampled block gets a page of its own, flagged HAK_PAGE_SAMPLED
+ *    (hak_page_sampled_alloc, hak_page.c); above the large-block limit, a
+ *    huge block.  Either's free reaches free's complete check, from any
+ *    thread, which calls hak_profile_free (through hak_sampled_freed or
+ *    hak_huge_hooks.freed).  No other free pays anything.
+ *  - The stack comes from the cached unwind rules of hak_unwind.c, or from
+ *    libgcc's _Unwind_Backtrace (.eh_frame, no frame pointers needed),
+ *    warmed up in the constructor; a per-thread guard serves any allocation
+ *    the unwinder makes unsampled, so it never recurses.
  *  - The table is static (HAK_PROF_MAX samples); when it is full a sample is
  *    dropped and counted.  One mutex, held across fork (pthread_atfork). */
 #include "hak_internal.h"
@@ -101,9 +104,17 @@ HAK_PROF_TEXT static _Unwind_Reason_Code hak_unwind_step(struct _Unwind_Context 
 }
 
 HAK_PROF_TEXT static unsigned hak_stack_capture(void **frames, unsigned max) {
-    hak_unwind_t u = { frames, 0, max };
+    int n = hak_unwind(frames, max, hak_self_lo, hak_self_hi);   /* the cached rules (hak_unwind.c) */
+    if (hak_likely(n >= 0) && !HAK_DEBUG_ENABLED) return (unsigned)n;
+    void *slow[HAK_PROF_DEPTH];
+    hak_unwind_t u = { n >= 0 ? slow : frames, 0, max };
     _Unwind_Backtrace(hak_unwind_step, &u);
-    return u.n;
+    if (n < 0) return u.n;
+    /* the debug build checks every cached walk against libgcc's */
+    if ((unsigned)n != u.n) hak_fatal("heap profile", "cached stack walk differs from libgcc's (depth) at", frames[0]);
+    for (unsigned i = 0; i < u.n; i++)
+        if (frames[i] != slow[i]) hak_fatal("heap profile", "cached stack walk differs from libgcc's at", slow[i]);
+    return (unsigned)n;
 }
 
 /* The frames to skip: the hooks' functions (hakmem_malloc, hakmem_calloc,
@@ -156,43 +167,91 @@ void hak_profile_free(void *p) {
     pthread_mutex_unlock(&hak_prof_lock);
 }
 
+/* realloc kept sampled block p in place: its sample gets the new size. */
+void hak_profile_resize(void *p, size_t size) {
+    pthread_mutex_lock(&hak_prof_lock);
+    for (uint32_t i = hak_prof_bucket[hak_prof_hash(p)]; i; i = hak_samples[i - 1].next)
+        if (hak_samples[i - 1].ptr == p) { hak_samples[i - 1].size = size; break; }
+    pthread_mutex_unlock(&hak_prof_lock);
+}
+
 /* ---- the hook ---- */
 
 static void hak_prof_decide(void) {
     hak_process_init();
     int expected = 0;
-    if (hak_opt.sample_bytes > 0)
-        hak_huge_hooks.freed = hak_profile_free;   /* sampled blocks are huge ones: before the first */
+    if (hak_opt.sample_bytes > 0) {   /* before the first sampled block */
+        hak_sampled_freed = hak_profile_free;       /* a sampled page's block */
+        hak_huge_hooks.freed = hak_profile_free;    /* a huge block */
+    }
     atomic_compare_exchange_strong(&hak_prof_state, &expected, hak_opt.sample_bytes > 0 ? 2 : 1);
 }
 
-static void *hak_plain(size_t size, bool zero) { return zero ? hak_calloc_total(size) : hak_malloc_inline(size); }
+/* unsampled: malloc, calloc or an aligned allocation */
+static void *hak_plain(size_t size, size_t align, bool zero) {
+    if (align > HAK_MIN_ALIGN) return hak_aligned_plain(size, align, zero);
+    return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
+}
 
-/* The countdown went negative (or this thread's first allocation): sample
- * this allocation, or serve it plainly. */
-HAK_PROF_TEXT void *hak_profile_malloc(size_t size, bool zero) {
+/* The countdown went negative (or this is the thread's first allocation):
+ * true if this allocation is to be sampled.  Draws the next
+ * interval. */
+static bool hak_prof_due(void) {
     if (hak_unlikely(atomic_load_explicit(&hak_prof_state, memory_order_relaxed) == 0)) hak_prof_decide();
     if (hak_prof_state != 2) {
         hak_tls_sample_left = INT64_MAX;
-        void *p = hak_plain(size, zero);
-        return p;
+        return false;
     }
-    if (hak_tls_in_prof || hak_tls_exiting || size > HAK_LARGE_MAX) {
-        if (!hak_tls_in_prof) hak_tls_sample_left = hak_next_interval();
-        return hak_plain(size, zero);
-    }
-    bool first = hak_tls_sample_left == 0 && hak_tls_rng == 0;
+    if (hak_tls_in_prof) return false;   /* the unwinder's or a dump's own allocation */
+    bool first = hak_tls_rng == 0;       /* the thread's first allocation: not a crossing */
     hak_tls_sample_left = hak_next_interval();
-    if (first) return hak_plain(size, zero);   /* not a crossing */
+    return !first && !hak_tls_exiting;
+}
+
+/* A sampled allocation: the stack first, then the block -- on a page of its
+ * own (hak_page_sampled_alloc), or a huge block above the large-block limit
+ * -- then the table. */
+HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
+    if (!hak_prof_due()) return hak_plain(size, align, zero);
+    hak_heap_t *heap = hak_tls_heap;
+    if (heap == &hak_heap_empty && !(heap = hak_heap_for_thread())) { errno = ENOMEM; return NULL; }
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];
     unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
-    void *p = NULL;
-    if (hak_tls_heap != &hak_heap_empty || hak_heap_for_thread()) p = hak_huge_alloc(size, HAK_MIN_ALIGN, zero);
-    else errno = ENOMEM;
+    void *p;
+    if (size > HAK_LARGE_MAX || align > HAK_LARGE_MAX - size) p = hak_huge_alloc(size, align, zero);
+    else {
+        p = hak_page_sampled_alloc(heap, size, align);
+        if (p && zero) memset(p, 0, size);
+    }
     if (p) hak_prof_insert(p, size, frames, depth);
     hak_tls_in_prof = false;
     return p;
+}
+
+/* realloc grew block p in place to size bytes, and the countdown went
+ * negative over the growth: draws the next interval; true if p, not sampled
+ * before, is now (the caller flags its page). */
+HAK_PROF_TEXT bool hak_profile_grown(void *p, size_t size, bool sampled) {
+    if (!hak_prof_due() || sampled) return false;
+    hak_tls_in_prof = true;
+    void *frames[HAK_PROF_DEPTH];
+    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
+    hak_prof_insert(p, size, frames, depth);
+    hak_tls_in_prof = false;
+    return true;
+}
+
+/* realloc resized a huge block (in place or moved to q) and the countdown
+ * went negative: sample q as an allocation of size bytes.  (The old block
+ * left the profile before the resize.) */
+HAK_PROF_TEXT void hak_profile_resized(void *q, size_t size) {
+    if (!hak_prof_due()) return;
+    hak_tls_in_prof = true;
+    void *frames[HAK_PROF_DEPTH];
+    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
+    hak_prof_insert(q, size, frames, depth);
+    hak_tls_in_prof = false;
 }
 
 /* ---- output ---- */

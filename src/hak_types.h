@@ -116,6 +116,8 @@ typedef struct hak_block_s {
 #define HAK_PAGE_IN_FULL     0x01  /* page sits in heap->full, not in its class queue */
 #define HAK_PAGE_HAS_ALIGNED 0x02  /* some block was handed out at an interior offset */
 #define HAK_PAGE_IS_HUGE     0x04  /* the single page of a huge mapping */
+#define HAK_PAGE_SAMPLED     0x08  /* a page of one block, a heap profile's sample
+                                      (hak_page_sampled_alloc): in no queue */
 
 /* Low bit of xthread_free: the page is full and its owner asked to be told of
  * the next remote free (that free goes to heap->xdelayed instead). */
@@ -167,8 +169,8 @@ typedef struct hak_page_s {
     _Alignas(64) uint8_t *start;     /* first block */
     uint64_t div_magic;              /* floor(2^64 / block_size) + 1 */
     _Atomic uint64_t carved_limit;   /* (capacity - 1) * div_step + 1, or 0 for a page with
-                                        aligned blocks or a huge page: the quick block test of
-                                        remote and slow frees */
+                                        aligned blocks, a huge or a sampled page: the quick
+                                        block test of remote and slow frees */
     size_t   block_size;
     uint64_t wide_limit;             /* local_limit's counterpart for medium and large pages,
                                         tested with p - start (owner only) */

@@ -4,7 +4,8 @@
 # within 10 % at HAKMEM_SAMPLE_BYTES=65536 (about 1,000 samples per site: the
 # estimate's standard error is about 3 %); remote frees and frees in a forked
 # child leave the profile; the leak report names the leaking function; a bad
-# value is named in a warning; the launcher's --heap-profile writes a profile.
+# value is named in a warning; the launcher's --heap-profile writes a profile;
+# realloc and the aligned allocations are sampled as malloc is.
 source "$(dirname "$0")/lib.sh"
 
 BIN=$T/test_profile
@@ -50,6 +51,20 @@ if run_bin profile.cxx.run 120 "${RUN[@]}" "$BIN" cxx "$TMP/cxx.prof"; then
     within profile.cxx.new_site "$(cum_mb "$TMP/cxx.prof" new_site)" 48 10
 fi
 
+# realloc is sampled as malloc is; a moved sample leaves its old site
+if run_bin profile.realloc.run 120 "${RUN[@]}" "$BIN" realloc "$TMP/realloc.prof"; then
+    within profile.realloc.site "$(cum_mb "$TMP/realloc.prof" realloc_site)" 64 10
+    below profile.realloc.moved "$(cum_mb "$TMP/realloc.prof" grow_site)" 0
+    within profile.realloc.grown "$(cum_mb "$TMP/realloc.prof" vec_site)" 64 10
+fi
+
+# the aligned allocations are sampled as malloc is
+for fn in posix_memalign aligned_alloc memalign valloc pvalloc; do
+    if run_bin profile.aligned.$fn.run 120 "${RUN[@]}" "$BIN" aligned $fn "$TMP/$fn.prof"; then
+        within profile.aligned.$fn "$(cum_mb "$TMP/$fn.prof" ${fn}_site)" 64 10
+    fi
+done
+
 if run_bin profile.threads.run 120 "${RUN[@]}" "$BIN" threads "$TMP/threads.prof"; then
     within profile.threads.kept "$(cum_mb "$TMP/threads.prof" kept_site)" 64 10
     below profile.threads.remote_freed "$(cum_mb "$TMP/threads.prof" freed_site)" 0
@@ -59,6 +74,35 @@ if run_bin profile.fork.run 120 "${RUN[@]}" "$BIN" fork "$TMP/fork.prof"; then
     within profile.fork.child "$(cum_mb "$TMP/fork.prof" child_site)" 96 10
     below profile.fork.freed_in_child "$(cum_mb "$TMP/fork.prof" parent_site)" 0
 fi
+
+# every allocation path with sampled blocks (one in about 4 KiB: most pages
+# of a sampled block's class are sampled pages): threads with remote frees,
+# realloc, aligned blocks, fork; contents checked; the debug build checks
+# each page's consistency
+if need profile.stress_debug "$T/test_stress" "$DBG_SO"; then
+    run_bin profile.stress_debug 300 env LD_PRELOAD="$DBG_SO" HAKMEM_SAMPLE_BYTES=4096 "$T/test_stress" \
+        -p profile.stress_debug --expect-hakmem -s 0.3 -t 6
+fi
+if need profile.stress "$T/test_stress" "$REL_SO"; then
+    run_bin profile.stress 300 env LD_PRELOAD="$REL_SO" HAKMEM_SAMPLE_BYTES=524288 "$T/test_stress" \
+        -p profile.stress --expect-hakmem -s 0.5
+fi
+
+# every API call's edge cases (test_api: sizes 0 and huge, alignments up to
+# the largest, realloc in every direction, usable sizes) with every
+# allocation sampled
+if need profile.api_all_sampled "$T/test_api" "$REL_SO"; then
+    run_bin profile.api_all_sampled 120 env LD_PRELOAD="$REL_SO" HAKMEM_SAMPLE_BYTES=1 "$T/test_api" \
+        -p profile.api_all_sampled --expect-hakmem --variant release
+fi
+
+# misuse of a sampled block is reported as of any other (every allocation
+# sampled: HAKMEM_SAMPLE_BYTES=1)
+for kind in double inside remote_double; do
+    out=$(env HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$REL_SO" "$BIN" misuse $kind 2>&1); rc=$?
+    if [[ $rc -ne 0 && $out == *"hakmem: free(): "*"aborting"* ]]; then pass profile.misuse.$kind
+    else fail profile.misuse.$kind "rc $rc, not reported: $out"; fi
+done
 
 # the leak report: the first (largest) stack starts in leak_site
 out=$(HAKMEM_LEAK_REPORT=1 "${RUN[@]}" "$BIN" leak 2>&1)

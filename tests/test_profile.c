@@ -10,9 +10,21 @@
  *   test_profile fork DUMP      the parent keeps parent_site's 64 MiB and forks;
  *                               the child frees them, keeps child_site's 96 MiB
  *                               and dumps
+ *   test_profile realloc DUMP   grow_site mallocs 16 MiB in 1..8 KiB blocks,
+ *                               realloc_site moves each to 4 times its size (64
+ *                               MiB live, all moved: grow_site keeps nothing);
+ *                               vec_site grows 32 vectors to 2 MiB (64 MiB)
+ *   test_profile aligned FN DUMP  FN (posix_memalign, aligned_alloc, memalign,
+ *                               valloc, pvalloc) keeps 64 MiB live from a site
+ *                               named FN_site; the blocks' alignment is checked
+ *   test_profile misuse KIND    (run with every allocation sampled) a double
+ *                               free, or the free of a pointer inside a
+ *                               block: hakmem must report it and abort
  * The sites are functions of their own (noinline, exported with -rdynamic), so
  * pprof and the leak report can name them. */
 #include <dlfcn.h>
+#include <malloc.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -65,6 +77,63 @@ NOINL void parent_site(blocks_t *b) { fill(b, 64 * MIB, 'p'); }
 NOINL void child_site(blocks_t *b) { fill(b, 96 * MIB, 'q'); }
 NOINL void new_site(blocks_t *b) { fill_by(b, 48 * MIB, 'n', true); }
 
+NOINL void grow_site(blocks_t *b) { fill(b, 16 * MIB, 'g'); }
+/* each block to 4 times its size: never in place (hakmem keeps a block only
+ * when the new size fits in it) */
+NOINL void realloc_site(blocks_t *b) {
+    for (size_t i = 0; i < b->n; i++) {
+        char *p = realloc(b->v[i], 4 * block_size(i));
+        if (!p || p[0] != 'g') { fprintf(stderr, "realloc lost the contents\n"); exit(1); }
+        b->v[i] = p;
+    }
+}
+
+/* 32 vectors grown by realloc from 64 KiB to 2 MiB, 64 KiB a step, one after
+ * the other (so mostly in place: the growth counts as allocated bytes) */
+NOINL void vec_site(blocks_t *b) {
+    for (int v = 0; v < 32; v++) {
+        char *p = NULL;
+        for (size_t n = 64 << 10; n <= (2u << 20); n += 64 << 10) {
+            char *q = realloc(p, n);
+            if (!q || (p && (q[0] != (char)v || q[n - (64 << 10) - 1] != (char)v))) {
+                fprintf(stderr, "realloc lost the contents\n");
+                exit(1);
+            }
+            q[0] = q[n - 1] = (char)v;
+            p = q;
+        }
+        b->v[b->n++] = p;
+    }
+}
+
+/* 64 MiB in blocks of 1..8 KiB (pvalloc: multiples of 4 KiB, its rounding),
+ * each aligned to align and checked */
+typedef void *(*alloc_fn)(size_t size, size_t align);
+static inline __attribute__((always_inline)) void fill_aligned(blocks_t *b, alloc_fn fn, size_t align, bool pages) {
+    size_t got = 0;
+    while (got < 64 * MIB) {
+        size_t s = block_size(b->n);
+        if (pages) s = (s + 4095) & ~(size_t)4095;
+        char *p = fn(s, align);
+        if (!p || ((uintptr_t)p & (align - 1))) { fprintf(stderr, "bad aligned block %p\n", (void *)p); exit(1); }
+        p[0] = 'x'; p[s - 1] = 'y';
+        b->v[b->n++] = p;
+        got += s;
+    }
+}
+static void *by_posix_memalign(size_t s, size_t a) { void *p; return posix_memalign(&p, a, s) ? NULL : p; }
+static void *by_aligned_alloc(size_t s, size_t a) { return aligned_alloc(a, s); }
+static void *by_memalign(size_t s, size_t a) { return memalign(a, s); }
+static void *by_valloc(size_t s, size_t a) { (void)a; return valloc(s); }
+static void *by_pvalloc(size_t s, size_t a) { (void)a; return pvalloc(s); }
+NOINL void posix_memalign_site(blocks_t *b) { fill_aligned(b, by_posix_memalign, 64, false); }
+NOINL void aligned_alloc_site(blocks_t *b) { fill_aligned(b, by_aligned_alloc, 256, false); }
+NOINL void memalign_site(blocks_t *b) { fill_aligned(b, by_memalign, 4096, false); }
+NOINL void valloc_site(blocks_t *b) { fill_aligned(b, by_valloc, 4096, false); }
+NOINL void pvalloc_site(blocks_t *b) { fill_aligned(b, by_pvalloc, 4096, true); }
+
+static void *free_in_thread(void *p) { free(p); return NULL; }
+
 #define NT 4
 static blocks_t kept[NT], freed[NT];
 static pthread_barrier_t bar;
@@ -89,6 +158,46 @@ int main(int argc, char **argv) {
         blocks_t t = reserve(64 * MIB);
         fill(&t, 64 * MIB, 't'); drop(&t);
         return dump(argv[2]);
+    }
+    if (!strcmp(argv[1], "misuse") && argc == 3) {
+        /* (a thread's first allocation is never sampled: it draws the first interval) */
+        char *volatile first = malloc(100), *volatile p = malloc(100), *volatile q = malloc(100);
+        if (malloc_usable_size(p) < 100 || ((uintptr_t)p & 0xffff) != 0) {   /* a sampled page's block */
+            fprintf(stderr, "not sampled: %p\n", (void *)p);
+            return 3;
+        }
+        if (!strcmp(argv[2], "double")) { free(p); free(p); }
+        else if (!strcmp(argv[2], "inside")) free(p + 16);
+        else if (!strcmp(argv[2], "remote_double")) {   /* freed by another thread first */
+            pthread_t t;
+            pthread_create(&t, NULL, free_in_thread, p);
+            pthread_join(t, NULL);
+            free(p);
+        }
+        (void)q; (void)first;
+        return 0;   /* not reported */
+    }
+    if (!strcmp(argv[1], "realloc") && argc == 3) {
+        blocks_t g = reserve(16 * MIB);
+        blocks_t v = reserve(32 * 1024);
+        grow_site(&g);
+        realloc_site(&g);
+        vec_site(&v);
+        return dump(argv[2]);
+    }
+    if (!strcmp(argv[1], "aligned") && argc == 4) {
+        static const struct { const char *name; void (*site)(blocks_t *); } fns[] = {
+            { "posix_memalign", posix_memalign_site }, { "aligned_alloc", aligned_alloc_site },
+            { "memalign", memalign_site }, { "valloc", valloc_site }, { "pvalloc", pvalloc_site } };
+        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+            if (strcmp(argv[2], fns[i].name)) continue;
+            blocks_t b = reserve(64 * MIB);
+            fns[i].site(&b);
+            int rc = dump(argv[3]);
+            drop(&b);   /* the frees of sampled aligned blocks */
+            return rc;
+        }
+        return 2;
     }
     if (!strcmp(argv[1], "cxx") && argc == 3) {   /* operator new is sampled as malloc is */
         op_new = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");

@@ -2,7 +2,7 @@
  * tests/suite_profile.sh under LD_PRELOAD of the library, which checks the
  * dumps with google-pprof and the leak report on stderr.
  *
- *   test_profile sites DUMP     site_a/b/c keep 64, 96 and 128 MiB live
+ *   test_profile sites DUMP     site_a/b/c keep 96, 128 and 160 MiB live
  *   test_profile cxx DUMP       new_site keeps 48 MiB live through operator new
  *   test_profile leak           leak_site leaks 64 MiB, other sites free theirs
  *   test_profile threads DUMP   4 threads: kept_site keeps 64 MiB, freed_site's
@@ -67,9 +67,9 @@ static inline __attribute__((always_inline)) void fill_by(blocks_t *b, size_t to
 #define fill(b, total, tag) fill_by(b, total, tag, false)
 static void drop(blocks_t *b) { for (size_t i = 0; i < b->n; i++) free(b->v[i]); b->n = 0; }
 
-NOINL void site_a(blocks_t *b) { fill(b, 64 * MIB, 'a'); }
-NOINL void site_b(blocks_t *b) { fill(b, 96 * MIB, 'b'); }
-NOINL void site_c(blocks_t *b) { fill(b, 128 * MIB, 'c'); }
+NOINL void site_a(blocks_t *b) { fill(b, 96 * MIB, 'a'); }
+NOINL void site_b(blocks_t *b) { fill(b, 128 * MIB, 'b'); }
+NOINL void site_c(blocks_t *b) { fill(b, 160 * MIB, 'c'); }
 NOINL void leak_site(blocks_t *b) { fill(b, 64 * MIB, 'l'); }
 NOINL void kept_site(blocks_t *b) { fill(b, 16 * MIB, 'k'); }
 NOINL void freed_site(blocks_t *b) { fill(b, 16 * MIB, 'f'); }
@@ -152,7 +152,7 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     if (!strcmp(argv[1], "sites") && argc == 3) {
-        blocks_t a = reserve(64 * MIB), b = reserve(96 * MIB), c = reserve(128 * MIB);
+        blocks_t a = reserve(96 * MIB), b = reserve(128 * MIB), c = reserve(160 * MIB);
         site_a(&a); site_b(&b); site_c(&c);
         /* churn that leaves nothing live: must not appear */
         blocks_t t = reserve(64 * MIB);

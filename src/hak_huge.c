@@ -7,7 +7,9 @@
  * still committed; a later huge request takes the smallest cached mapping
  * that holds it and splits off the rest at a 4 MiB boundary (the rest goes
  * back to the cache), or grows the largest one with mremap (its pages move,
- * nothing is copied).  The decay unmaps what is not reused.  A cached
+ * nothing is copied).  realloc goes through the cache as well: a shrink
+ * caches the units the block no longer reaches, a growth takes cached
+ * memory before fresh.  The decay unmaps what is not reused.  A cached
  * mapping keeps its header and region-map entries: its one page is not in
  * use, so free() of a pointer into it is reported (a double free), and
  * hakmem_owns() still knows it. */

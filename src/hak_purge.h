@@ -13,7 +13,9 @@
  *     the decay had purged it (a high-water mark that halves every D);
  *     beyond it the oldest memory is purged first;
  *   - huge memory in use and cached stays within the floor plus the peak
- *     of huge memory in use (hak_cache_huge_live).
+ *     of huge memory in use (hak_cache_huge_live);
+ *   - the huge mapping freed last is spared by the demand limit until the
+ *     next huge request (the grace: the demand has not seen it come back yet).
  * So the memory a program keeps reusing stays committed, and a program that
  * frees everything without reusing it is down to the floor at once. */
 #ifndef HAK_PURGE_H

@@ -217,11 +217,12 @@ void hak_huge_free(hak_segment_t *seg) {
 }
 
 /* Grow a huge block of old_map mapping bytes to new_map with cached memory:
- * the cached mappings' pages move in behind the block's own, which move
- * too, into one new reservation; only what they do not cover is fresh
- * memory.  The block's pages move last, so a failure leaves it as it was
- * (the pieces then go back to the cache, or are lost to the OS if already
- * moved).  NULL if nothing is cached or the kernel refuses. */
+ * in a new reservation whose new part is made writable first, the block's
+ * pages move to the front, then the cached mappings' pages over the new
+ * part; only what they do not cover stays fresh memory.  NULL, with the
+ * pieces back in the cache and the block as it was, if nothing is cached or
+ * the kernel refuses the reservation or the block's move (a piece the
+ * kernel will not move stays cached; that part of the block is fresh). */
 static hak_segment_t *hak_huge_grow_cached(hak_segment_t *seg, size_t old_map, size_t new_map) {
     hak_piece_t pc[HAK_HUGE_PIECES];
     size_t extra = new_map - old_map;
@@ -235,31 +236,31 @@ static hak_segment_t *hak_huge_grow_cached(hak_segment_t *seg, size_t old_map, s
         pc[n - 1].size = keep;
     }
     uint8_t *dest = hak_os_reserve_aligned(new_map, HAK_SEGMENT_SIZE);
-    bool ok = dest != NULL;
+    bool ok = dest && hak_os_commit(dest + old_map, extra);
+    if (ok) {
+        hak_huge_mark(seg, old_map, false);
+        ok = hak_os_remap(seg, old_map, old_map, dest) != NULL;
+        if (!ok) hak_huge_mark(seg, old_map, true);
+    }
+    if (!ok) {
+        if (dest) hak_os_unmap(dest, new_map);
+        for (size_t i = 0; i < n; i++) hak_huge_give_back(&pc[i]);
+        return NULL;
+    }
+    /* the block's pages replace part of the (counted) reservation */
+    hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)old_map);
     size_t off = old_map;
     for (size_t i = 0; i < n; i++) {
-        if (ok) hak_huge_mark(pc[i].seg, pc[i].size, false);
-        if (ok && hak_os_remap(pc[i].seg, pc[i].size, pc[i].size, dest + off)) {
-            /* its pages replace part of the (counted) reservation */
+        hak_huge_mark(pc[i].seg, pc[i].size, false);
+        if (hak_os_remap(pc[i].seg, pc[i].size, pc[i].size, dest + off)) {
             hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)pc[i].size);
-        } else {                               /* it stays where it is; that part is fresh */
-            if (ok) hak_huge_mark(pc[i].seg, pc[i].size, true);
+        } else {                               /* it stays where it is; that part stays fresh */
+            hak_huge_mark(pc[i].seg, pc[i].size, true);
             hak_huge_give_back(&pc[i]);
-            ok = ok && hak_os_commit(dest + off, pc[i].size);
         }
         off += pc[i].size;
     }
-    if (ok && off < new_map) ok = hak_os_commit(dest + off, new_map - off);
-    if (ok) {
-        hak_huge_mark(seg, old_map, false);
-        if (hak_os_remap(seg, old_map, old_map, dest)) {
-            hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)old_map);
-            return (hak_segment_t *)dest;
-        }
-        hak_huge_mark(seg, old_map, true);
-    }
-    if (dest) hak_os_unmap(dest, new_map);
-    return NULL;
+    return (hak_segment_t *)dest;
 }
 
 /* Resize a huge block by moving pages, never copying them.  Shrinking gives

@@ -307,9 +307,10 @@ static uint64_t hak_cache_due;               /* earliest since + delay of a dirt
 static uint64_t hak_huge_live, hak_huge_live_peak;
 /* the grace: bytes of the huge mapping the program freed last, which the
  * demand limit spares until the program's next huge request (the age and
- * the peak cap still apply): before the demand has seen any reuse, a
- * program that frees a huge block and then asks for another would find
- * nothing (docs/design.md, "Memory return") */
+ * the peak cap still apply), if the program still has huge blocks in use:
+ * before the demand has seen any reuse, a program that frees a huge block
+ * and then asks for another would find nothing (docs/design.md, "Memory
+ * return") */
 static uint64_t hak_chuge_grace;
 
 /* What the unlocked peeks of hak_cache_segment_take and hak_cache_huge_take
@@ -608,7 +609,9 @@ bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty, bool free
         return true;
     }
     hak_chuge[hak_chuge_n++] = (hak_centry_t){ seg, size, dirty, dirty, now, HAK_PAGE_HUGE };
-    if (freed) hak_chuge_grace = size;     /* the newest free waits for the next request */
+    /* the newest free waits for the next request, while the program still
+     * has huge blocks in use (one that freed its last is likely done) */
+    if (freed) hak_chuge_grace = hak_huge_live ? size : 0;
     hak_chuge_bytes += size;
     hak_cache_dirty += dirty;
     hak_cache_note_due(now);

@@ -477,8 +477,10 @@ static int balanced_defaults(void)
 }
 
 /* The huge block freed last is spared by the demand limit until the next
- * huge request: right after malloc_trim(0) (no demand learned), a block
- * freed and asked for again is taken back warm, not faulted in again. */
+ * huge request, while the program has other huge blocks in use: right
+ * after malloc_trim(0) (no demand learned), a block freed and asked for
+ * again is taken back warm, not faulted in again.  A program that frees
+ * its last huge block gets no grace: the block goes at once. */
 static void test_huge_grace(void)
 {
     if (!hakmem_only())
@@ -486,10 +488,23 @@ static void test_huge_grace(void)
     if (!balanced_defaults())
         SKIP_TEST("checks the balanced profile's defaults");
     malloc_trim(0);
-    char *p = malloc(32 * MiB);
-    CHECK(p != NULL);
-    if (!p)
+    char *a = malloc(32 * MiB);
+    CHECK(a != NULL);
+    if (!a)
         return;
+    fill(a, 32 * MiB, 3);
+    long before = rss_kib();
+    free(a);                                     /* the only huge block */
+    long after = rss_kib();
+    CHECKF(before - after >= 24 * 1024, "RSS %ld KiB after freeing the only huge block (32 MiB), %ld before",
+           after, before);
+    malloc_trim(0);
+    char *keep = malloc(3 * MiB);                /* a huge block in use */
+    char *p = malloc(32 * MiB);
+    CHECK(p != NULL && keep != NULL);
+    if (!p || !keep)
+        return;
+    fill(keep, 3 * MiB, 4);
     fill(p, 32 * MiB, 1);
     free(p);
     long f0 = minflt();
@@ -502,7 +517,9 @@ static void test_huge_grace(void)
     /* 8,192 pages: all of them again if the free had unmapped the block */
     CHECKF(faults < 1024, "%ld faults writing a 32 MiB block just freed and taken again", faults);
     CHECK(intact(q, 32 * MiB, 2));
+    CHECK(intact(keep, 3 * MiB, 4));
     free(q);
+    free(keep);
     malloc_trim(0);
 }
 

@@ -7,7 +7,9 @@
  * still committed; a later huge request takes the smallest cached mapping
  * that holds it and splits off the rest at a 4 MiB boundary (the rest goes
  * back to the cache), or grows the largest one with mremap (its pages move,
- * nothing is copied).  The decay unmaps what is not reused.  A cached
+ * nothing is copied).  realloc goes through the cache as well: a shrink
+ * caches the units the block no longer reaches, a growth takes cached
+ * memory before fresh.  The decay unmaps what is not reused.  A cached
  * mapping keeps its header and region-map entries: its one page is not in
  * use, so free() of a pointer into it is reported (a double free), and
  * hakmem_owns() still knows it. */
@@ -100,18 +102,18 @@ static hak_segment_t *hak_huge_move(hak_segment_t *seg, size_t old_map, size_t n
 
 /* A cached mapping of size bytes holding more than need (both multiples of
  * 4 MiB): what lies beyond need goes back to the cache (or is unmapped). */
-static void hak_huge_split(hak_segment_t *seg, size_t size, size_t need, size_t *dirty) {
+static void hak_huge_split(hak_segment_t *seg, size_t size, size_t need, size_t *dirty, bool freed) {
     hak_segment_t *tail = (hak_segment_t *)((uint8_t *)seg + need);
     size_t tail_size = size - need, tail_dirty = *dirty > need ? *dirty - need : 0;
     hak_huge_header_init(tail, tail_size);
     hak_huge_mark(tail, tail_size, true);
-    if (!hak_cache_huge_put(tail, tail_size, tail_dirty)) hak_huge_release(tail, tail_size);
+    if (!hak_cache_huge_put(tail, tail_size, tail_dirty, freed)) hak_huge_release(tail, tail_size);
     if (*dirty > need) *dirty = need;
 }
 
 /* A piece taken from the cache that will not be used after all. */
 static void hak_huge_give_back(const hak_piece_t *p) {
-    if (!hak_cache_huge_put(p->seg, p->size, p->dirty)) hak_huge_release(p->seg, p->size);
+    if (!hak_cache_huge_put(p->seg, p->size, p->dirty, false)) hak_huge_release(p->seg, p->size);
 }
 
 /* A new mapping of need bytes (aligned to align) made of cached mappings
@@ -124,7 +126,7 @@ static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, s
     for (size_t i = 0; i < n; i++) total += pc[i].size;
     if (total > need) {                        /* the last piece holds more than is missing */
         size_t keep = need - (total - pc[n - 1].size);
-        hak_huge_split(pc[n - 1].seg, pc[n - 1].size, keep, &pc[n - 1].dirty);
+        hak_huge_split(pc[n - 1].seg, pc[n - 1].size, keep, &pc[n - 1].dirty, false);
         pc[n - 1].size = keep;
     }
     uint8_t *dest = hak_os_reserve_aligned(need, align);
@@ -178,7 +180,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     if (n == 1 && pc[0].size >= need && aligned) {
         seg = pc[0].seg;
         dirty = pc[0].dirty;
-        if (pc[0].size > need) hak_huge_split(seg, pc[0].size, need, &dirty);
+        if (pc[0].size > need) hak_huge_split(seg, pc[0].size, need, &dirty, false);
     } else if (n == 1 && aligned && pc[0].size < need && hak_os_remap(pc[0].seg, pc[0].size, need, NULL)) {
         seg = pc[0].seg;                        /* grown in place: the new part is zero */
         dirty = pc[0].dirty;
@@ -210,12 +212,62 @@ void hak_huge_free(hak_segment_t *seg) {
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
     hak_cache_huge_live(-(int64_t)size);
     hak_huge_header_init(seg, size);             /* its page is no longer in use */
-    if (hak_cache_huge_put(seg, size, size)) { hak_purger_kick(); return; }
+    if (hak_cache_huge_put(seg, size, size, true)) { hak_purger_kick(); return; }
     hak_huge_release(seg, size);
 }
 
-/* Resize a huge block by moving pages, never copying them: in place when the
- * address space after it is free, else into a new 4 MiB-aligned reservation.
+/* Grow a huge block of old_map mapping bytes to new_map with cached memory:
+ * in a new reservation whose new part is made writable first, the block's
+ * pages move to the front, then the cached mappings' pages over the new
+ * part; only what they do not cover stays fresh memory.  NULL, with the
+ * pieces back in the cache and the block as it was, if nothing is cached or
+ * the kernel refuses the reservation or the block's move (a piece the
+ * kernel will not move stays cached; that part of the block is fresh). */
+static hak_segment_t *hak_huge_grow_cached(hak_segment_t *seg, size_t old_map, size_t new_map) {
+    hak_piece_t pc[HAK_HUGE_PIECES];
+    size_t extra = new_map - old_map;
+    size_t n = hak_cache_huge_take(extra, HAK_SEGMENT_SIZE, pc, HAK_HUGE_PIECES);
+    if (n == 0) return NULL;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += pc[i].size;
+    if (total > extra) {                       /* the last piece holds more than is missing */
+        size_t keep = extra - (total - pc[n - 1].size), d = pc[n - 1].dirty;
+        hak_huge_split(pc[n - 1].seg, pc[n - 1].size, keep, &d, false);
+        pc[n - 1].size = keep;
+    }
+    uint8_t *dest = hak_os_reserve_aligned(new_map, HAK_SEGMENT_SIZE);
+    bool ok = dest && hak_os_commit(dest + old_map, extra);
+    if (ok) {
+        hak_huge_mark(seg, old_map, false);
+        ok = hak_os_remap(seg, old_map, old_map, dest) != NULL;
+        if (!ok) hak_huge_mark(seg, old_map, true);
+    }
+    if (!ok) {
+        if (dest) hak_os_unmap(dest, new_map);
+        for (size_t i = 0; i < n; i++) hak_huge_give_back(&pc[i]);
+        return NULL;
+    }
+    /* the block's pages replace part of the (counted) reservation */
+    hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)old_map);
+    size_t off = old_map;
+    for (size_t i = 0; i < n; i++) {
+        hak_huge_mark(pc[i].seg, pc[i].size, false);
+        if (hak_os_remap(pc[i].seg, pc[i].size, pc[i].size, dest + off)) {
+            hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)pc[i].size);
+        } else {                               /* it stays where it is; that part stays fresh */
+            hak_huge_mark(pc[i].seg, pc[i].size, true);
+            hak_huge_give_back(&pc[i]);
+        }
+        off += pc[i].size;
+    }
+    return (hak_segment_t *)dest;
+}
+
+/* Resize a huge block by moving pages, never copying them.  Shrinking gives
+ * the units it no longer reaches to the huge cache.  Growing takes, in this
+ * order: the cached mapping right after the block (nothing moves); cached
+ * memory, composed behind the block in a new reservation; the address
+ * space after it (fresh memory, in place); a new reservation (fresh).
  * Returns the new pointer, or NULL (errno set) leaving the block untouched. */
 void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     hak_page_t *page = &seg->pages[0];
@@ -224,26 +276,44 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     size_t new_map = hak_round_up(offset + size, HAK_SEGMENT_SIZE);
     size_t old_map = seg->map_size;
     if (new_map <= old_map) {
-        /* Shrink: give back the units it no longer reaches. */
+        /* Shrink: the units it no longer reaches go to the cache, committed. */
         if (new_map < old_map) {
-            if (hak_os_remap(seg, old_map, new_map, NULL)) {
-                hak_cache_huge_live(-(int64_t)(old_map - new_map));
-                hak_huge_mark_units(seg, hak_units(new_map), hak_units(old_map), false);
-                seg->map_size = new_map;
-                page->block_size = page->area = new_map - offset;
-            }
+            size_t dirty = old_map;
+            seg->map_size = new_map;
+            page->block_size = page->area = new_map - offset;
+            hak_cache_huge_live(-(int64_t)(old_map - new_map));
+            hak_huge_split(seg, old_map, new_map, &dirty, true);
         }
         return p;
     }
-    if (hak_os_remap(seg, old_map, new_map, NULL)) {
-        hak_cache_huge_live((int64_t)(new_map - old_map));
+    hak_piece_t next;
+    if (hak_cache_huge_take_at((uint8_t *)seg + old_map, &next)) {
+        size_t d = next.dirty;
+        if (next.size > new_map - old_map) {
+            hak_huge_split(next.seg, next.size, new_map - old_map, &d, false);
+            next.size = new_map - old_map;
+        }
+        if (next.size >= new_map - old_map ||
+            hak_os_remap(seg, old_map + next.size, new_map, NULL)) {   /* and the space after it */
+            seg->map_size = new_map;
+            page->block_size = page->area = new_map - offset;
+            hak_huge_mark(seg, new_map, true);
+            hak_cache_huge_live((int64_t)(new_map - old_map));
+            return p;
+        }
+        hak_huge_give_back(&next);
+    }
+    hak_heap_t *owner = hak_huge_hooks.hold ? hak_huge_hooks.hold(seg) : NULL;   /* a public heap's block stays its */
+    hak_segment_t *moved = hak_huge_grow_cached(seg, old_map, new_map);
+    if (!moved && hak_os_remap(seg, old_map, new_map, NULL)) {
         seg->map_size = new_map;
         page->block_size = page->area = new_map - offset;
         hak_huge_mark(seg, new_map, true);
+        if (owner) hak_huge_hooks.unhold(owner, seg);
+        hak_cache_huge_live((int64_t)(new_map - old_map));
         return p;
     }
-    hak_heap_t *owner = hak_huge_hooks.hold ? hak_huge_hooks.hold(seg) : NULL;   /* a public heap's block stays its */
-    hak_segment_t *moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
+    if (!moved) moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
     if (moved) hak_huge_setup(moved, new_map, offset);
     if (owner) hak_huge_hooks.unhold(owner, moved ? moved : seg);
     if (!moved) { errno = ENOMEM; return NULL; }

@@ -305,6 +305,13 @@ static uint64_t hak_cache_due;               /* earliest since + delay of a dirt
  * keeps no more dirty than the floor plus what the program would need to be
  * back at that mark (hak_cache_huge_live) */
 static uint64_t hak_huge_live, hak_huge_live_peak;
+/* the grace: bytes of the huge mapping the program freed last, which the
+ * demand limit spares until the program's next huge request (the age and
+ * the peak cap still apply), if the program still has huge blocks in use:
+ * before the demand has seen any reuse, a program that frees a huge block
+ * and then asks for another would find nothing (docs/design.md, "Memory
+ * return") */
+static uint64_t hak_chuge_grace;
 
 /* What the unlocked peeks of hak_cache_segment_take and hak_cache_huge_take
  * read: whether there is anything to take (or, for huge blocks, a ghost to
@@ -386,8 +393,9 @@ static void hak_cache_expire_locked(uint64_t now, bool all) {
     uint64_t d = hak_decayed(hak_cache_demand, hak_cache_demand_at, now), f = hak_floor_bytes();
     uint64_t keep = 2 * d > f ? 2 * d : f, credit = hak_decayed(hak_cache_credit, hak_cache_credit_at, now);
     keep = keep + credit < keep ? UINT64_MAX : keep + credit;
-    if (hak_cache_dirty <= keep) return;
-    uint64_t target = keep - keep / 4;
+    uint64_t grace = hak_chuge_grace;
+    if (hak_cache_dirty <= keep || hak_cache_dirty - keep <= grace) return;
+    uint64_t target = keep - keep / 4 + grace;
     size_t si = 0, hi = 0;
     while (hak_cache_dirty > target) {        /* oldest first, across both arrays */
         while (si < hak_cseg_n && !hak_cseg[si].dirty) si++;
@@ -525,6 +533,7 @@ size_t hak_cache_huge_take(size_t need, size_t align, hak_piece_t *out, size_t m
         got += e.size;
         best = SIZE_MAX;
     }
+    hak_chuge_grace = 0;                         /* the program came back: the demand judges now */
     uint64_t credit = 0;
     if (got < need) {                            /* memory the decay gave back is missed */
         uint64_t ghost = hak_decayed(hak_cache_ghost, hak_cache_ghost_at, now);
@@ -542,7 +551,34 @@ size_t hak_cache_huge_take(size_t need, size_t align, hak_piece_t *out, size_t m
     return n;
 }
 
-bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty) {
+/* The cached mapping that starts at addr, if there is one: a huge block
+ * that grows takes the one right after it without moving.  Counted as a
+ * take (the demand). */
+bool hak_cache_huge_take_at(void *addr, hak_piece_t *out) {
+    if (!atomic_load_explicit(&hak_chuge_any, memory_order_relaxed)) return false;
+    uint64_t now = hak_os_now_ms();
+    pthread_mutex_lock(&hak_cache_lock);
+    size_t i = 0;
+    while (i < hak_chuge_n && (void *)hak_chuge[i].seg != addr) i++;
+    bool found = i < hak_chuge_n;
+    if (found) {
+        hak_centry_t e = hak_chuge[i];
+        uint64_t dirty_before = hak_cache_dirty;
+        hak_centry_remove(hak_chuge, &hak_chuge_n, i);
+        hak_cache_dirty -= e.dirty;
+        hak_chuge_bytes -= e.size;
+        *out = (hak_piece_t){ e.seg, e.size, e.dirty };
+        hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
+                        dirty_before, 0);
+        hak_chuge_grace = 0;
+    }
+    hak_cache_expire_locked(now, false);
+    hak_cache_unlock();
+    if (found) hak_pst_add(huge_taken, 1);
+    return found;
+}
+
+bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty, bool freed) {
     uint64_t max = (uint64_t)hak_opt.huge_cache_mb << 20;
     if (size > max || (hak_purging() && hak_delay_ms() == 0)) return false;
     uint64_t now = hak_os_now_ms();
@@ -573,6 +609,9 @@ bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty) {
         return true;
     }
     hak_chuge[hak_chuge_n++] = (hak_centry_t){ seg, size, dirty, dirty, now, HAK_PAGE_HUGE };
+    /* the newest free waits for the next request, while the program still
+     * has huge blocks in use (one that freed its last is likely done) */
+    if (freed) hak_chuge_grace = hak_huge_live ? size : 0;
     hak_chuge_bytes += size;
     hak_cache_dirty += dirty;
     hak_cache_note_due(now);
@@ -590,7 +629,7 @@ size_t hak_cache_trim(void) {
     while (hak_cseg_n) { bytes += HAK_SEGMENT_SIZE; hak_cseg_unmap(hak_cseg_n - 1); }
     while (hak_chuge_n) { bytes += hak_chuge[hak_chuge_n - 1].size; hak_chuge_unmap(hak_chuge_n - 1); }
     hak_cache_due = 0;
-    hak_cache_ghost = hak_cache_demand = hak_cache_regret = hak_cache_credit = 0;   /* malloc_trim */
+    hak_cache_ghost = hak_cache_demand = hak_cache_regret = hak_cache_credit = hak_chuge_grace = 0;   /* malloc_trim */
     hak_huge_live_peak = hak_huge_live;
     hak_cache_unlock();
     return bytes;

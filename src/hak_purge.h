@@ -13,7 +13,9 @@
  *     the decay had purged it (a high-water mark that halves every D);
  *     beyond it the oldest memory is purged first;
  *   - huge memory in use and cached stays within the floor plus the peak
- *     of huge memory in use (hak_cache_huge_live).
+ *     of huge memory in use (hak_cache_huge_live);
+ *   - the huge mapping freed last is spared by the demand limit until the
+ *     next huge request (the grace: the demand has not seen it come back yet).
  * So the memory a program keeps reusing stays committed, and a program that
  * frees everything without reusing it is down to the floor at once. */
 #ifndef HAK_PURGE_H
@@ -89,9 +91,13 @@ bool hak_cache_segment_put(hak_segment_t *seg, bool leaving);
  * each piece's dirty: how many of its first bytes may be non-zero. */
 typedef struct hak_piece_s { hak_segment_t *seg; size_t size, dirty; } hak_piece_t;
 size_t hak_cache_huge_take(size_t need, size_t align, hak_piece_t *out, size_t max);
+/* The cached mapping that starts at addr (false: none is cached there). */
+bool hak_cache_huge_take_at(void *addr, hak_piece_t *out);
 /* Keep a freed huge mapping of size bytes (its header says it is free, its
- * region-map entries stay); false: the caller unmaps it. */
-bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty);
+ * region-map entries stay); freed: the program gave it up (a free, a
+ * shrinking realloc), not a piece left over from a take; false: the caller
+ * unmaps it. */
+bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty, bool freed);
 /* Bytes of huge mappings in use grew or shrank by delta (hak_huge.c). */
 void hak_cache_huge_live(int64_t delta);
 

@@ -419,9 +419,10 @@ static void test_free_all_floor(void)
 }
 
 /* The huge cache keeps no more than the program would need to be back at
- * its peak of huge memory in use: a cached block goes when the program's
- * huge blocks grow to that peak without taking it (a realloc that grows in
- * place or moves), even though the demand would keep it. */
+ * its peak of huge memory in use: when the program's huge blocks grow back
+ * to that peak, a cached block is taken (a growing realloc composes with
+ * it) or, if it is not, it goes (the peak cap), even though the demand
+ * would keep it.  Either way RSS does not grow by the cached block. */
 static void test_huge_peak_cap(void)
 {
     if (!hakmem_only())
@@ -459,6 +460,143 @@ static void test_huge_peak_cap(void)
     CHECK(intact(g, 72 * MiB, 4));
     free(g);
     malloc_trim(0);
+}
+
+/* minor page faults so far */
+static long minflt(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+}
+
+static int balanced_defaults(void)
+{
+    return profile_is("balanced") && !getenv("HAKMEM_PURGE_BUDGET_KB") && !getenv("HAKMEM_PURGE_DELAY_MS") &&
+           !getenv("HAKMEM_HUGE_CACHE_MB");
+}
+
+/* The huge block freed last is spared by the demand limit until the next
+ * huge request, while the program has other huge blocks in use: right
+ * after malloc_trim(0) (no demand learned), a block freed and asked for
+ * again is taken back warm, not faulted in again.  A program that frees
+ * its last huge block gets no grace: the block goes at once. */
+static void test_huge_grace(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    if (!balanced_defaults())
+        SKIP_TEST("checks the balanced profile's defaults");
+    malloc_trim(0);
+    char *a = malloc(32 * MiB);
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    fill(a, 32 * MiB, 3);
+    long before = rss_kib();
+    free(a);                                     /* the only huge block */
+    long after = rss_kib();
+    CHECKF(before - after >= 24 * 1024, "RSS %ld KiB after freeing the only huge block (32 MiB), %ld before",
+           after, before);
+    malloc_trim(0);
+    char *keep = malloc(3 * MiB);                /* a huge block in use */
+    char *p = malloc(32 * MiB);
+    CHECK(p != NULL && keep != NULL);
+    if (!p || !keep)
+        return;
+    fill(keep, 3 * MiB, 4);
+    fill(p, 32 * MiB, 1);
+    free(p);
+    long f0 = minflt();
+    char *q = malloc(32 * MiB);
+    CHECK(q != NULL);
+    if (!q)
+        return;
+    fill(q, 32 * MiB, 2);
+    long faults = minflt() - f0;
+    /* 8,192 pages: all of them again if the free had unmapped the block */
+    CHECKF(faults < 1024, "%ld faults writing a 32 MiB block just freed and taken again", faults);
+    CHECK(intact(q, 32 * MiB, 2));
+    CHECK(intact(keep, 3 * MiB, 4));
+    free(q);
+    free(keep);
+    malloc_trim(0);
+}
+
+static void grow_in_child(void *arg)
+{
+    char *q = arg;
+    char *r = realloc(q, 64 * MiB);
+    if (!r || pat_check(r, 8 * MiB, pat_seed(q, 8 * MiB, 5)) != PAT_OK)
+        _exit(3);
+    fill(r, 64 * MiB, 6);
+    _exit(intact(r, 64 * MiB, 6) ? 0 : 4);
+}
+
+/* realloc of a huge block moves no byte and faults in no page the cache
+ * holds: a shrink gives the units it no longer reaches to the cache, and a
+ * growth takes them back in place, or takes another cached block's pages
+ * (moved behind its own).  Contents kept; malloc_trim(0) returns it all;
+ * a forked child grows into the cached memory too. */
+static void test_huge_realloc_cached(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    if (!balanced_defaults())
+        SKIP_TEST("checks the balanced profile's defaults");
+    malloc_trim(0);
+    long base = rss_kib();
+    char *p = malloc(64 * MiB);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    fill(p, 64 * MiB, 5);
+    char *q = realloc(p, 8 * MiB);                /* shrink: 56 MiB to the cache */
+    CHECK(q == p);
+    CHECK(pat_check(q, 8 * MiB, pat_seed(p, 64 * MiB, 5)) == PAT_OK);
+    fill(q, 8 * MiB, 5);
+    long f0 = minflt();
+    char *r = realloc(q, 64 * MiB);               /* grow back: the cached units after it */
+    CHECK(r != NULL);
+    if (!r)
+        return;
+    CHECK(pat_check(r, 8 * MiB, pat_seed(q, 8 * MiB, 5)) == PAT_OK);
+    fill(r, 64 * MiB, 7);
+    long faults = minflt() - f0;
+    CHECKF(faults < 2048, "%ld faults growing a huge block into its own cached tail (16,384 pages)", faults);
+    CHECK(r == q);                                /* in place: nothing moved */
+
+    char *a = malloc(48 * MiB), *c = malloc(8 * MiB);
+    CHECK(a != NULL && c != NULL);
+    if (!a || !c)
+        return;
+    fill(a, 48 * MiB, 8);
+    fill(c, 8 * MiB, 9);
+    free(a);                                      /* cached */
+    f0 = minflt();
+    char *g = realloc(c, 56 * MiB);               /* a's pages move in behind c's */
+    CHECK(g != NULL);
+    if (!g)
+        return;
+    CHECK(pat_check(g, 8 * MiB, pat_seed(c, 8 * MiB, 9)) == PAT_OK);
+    fill(g, 56 * MiB, 10);
+    faults = minflt() - f0;
+    CHECKF(faults < 2048, "%ld faults growing a huge block with a cached one (14,336 pages)", faults);
+    CHECK(intact(g, 56 * MiB, 10));
+    CHECK(intact(r, 64 * MiB, 7));
+    char *t = realloc(r, 8 * MiB);                /* (after the fault counts: a fork makes
+                                                     every page copy-on-write) */
+    CHECK(t == r && pat_check(t, 8 * MiB, pat_seed(r, 64 * MiB, 7)) == PAT_OK);
+    fill(t, 8 * MiB, 5);
+    char err[256];
+    int st = in_child(grow_in_child, t, err, sizeof err);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child growing into the cache: status %#x %s", st, err);
+    CHECK(intact(t, 8 * MiB, 5));
+    free(t);
+    free(g);
+    malloc_trim(0);
+    long after = rss_kib();
+    CHECKF(after <= base + 8 * 1024, "RSS %ld KiB after free and malloc_trim, %ld before", after, base);
 }
 
 /* a thread that frees what it allocated, then stays alive and idle */
@@ -752,6 +890,8 @@ int main(int argc, char **argv)
     RUN(trim_slots_now);
     RUN(free_all_floor);
     RUN(huge_peak_cap);
+    RUN(huge_grace);
+    RUN(huge_realloc_cached);
     RUN(trim_reaches_threads);
     RUN(purger_idle);
     RUN(thread_churn_reuse);

@@ -130,20 +130,43 @@ static bool hak_heap_take(hak_heap_t *h, int state) {
 
 static void hak_fork_settle(void);
 
+/* The abandoned heap a new thread takes: the one given up longest ago.  Its
+ * previous owner's partners have had the longest time to free its blocks
+ * (remote frees), so collecting it (hak_heap_collect, on the first refill)
+ * gives the most memory back for reuse; the heap given up a moment ago
+ * still holds nearly all its blocks, and a thread that took it would carve
+ * fresh memory while those blocks came back into a heap nobody uses
+ * (larson: heaps made, and RSS, grew with the rounds; docs/design.md,
+ * "Threads").  Heaps are few (one per thread alive at once, plus the
+ * abandoned ones), and a thread takes one once in its life. */
+static hak_heap_t *hak_heap_oldest_abandoned(bool *busy) {
+    hak_heap_t *best = NULL;
+    uint64_t best_seq = UINT64_MAX;
+    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
+        int st = atomic_load_explicit(&h->state, memory_order_relaxed);
+        if (st == HAK_HEAP_BUSY) *busy = true;
+        if (st != HAK_HEAP_ABANDONED) continue;
+        uint64_t seq = atomic_load_explicit(&h->abandoned_seq, memory_order_relaxed);
+        if (seq < best_seq) { best = h; best_seq = seq; }
+    }
+    return best;
+}
+
 static hak_heap_t *hak_heap_acquire(int state, hak_heap_t *prefer) {
     hak_fork_settle();
     hak_heap_t *heap = prefer && hak_heap_take(prefer, state) ? prefer : NULL;
     /* A heap that is BUSY -- swept, or lent to one late allocation -- is
      * abandoned again a moment later: a scan that met one looks once more,
-     * after a yield, before making a new heap. */
+     * after a yield, before making a new heap.  A take that loses a race
+     * looks again (bounded). */
     bool again = atomic_load_explicit(&hak_abandoned_count, memory_order_relaxed) > 0;
-    for (int pass = 0; !heap && again && pass < 2; pass++) {
-        if (pass) sched_yield();
-        again = false;
-        for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
-            if (hak_heap_take(h, state)) { heap = h; break; }
-            if (atomic_load_explicit(&h->state, memory_order_relaxed) == HAK_HEAP_BUSY) again = true;
-        }
+    for (int pass = 0, tries = 0; !heap && again && pass < 2; ) {
+        bool busy = false;
+        hak_heap_t *h = hak_heap_oldest_abandoned(&busy);
+        if (h && hak_heap_take(h, state)) { heap = h; break; }
+        if (h && ++tries < 8) continue;   /* another thread took it first */
+        again = busy;
+        if (++pass < 2 && again) sched_yield();
     }
     if (heap) {
         if (state == HAK_HEAP_OWNED) hak_count(heaps_adopted);
@@ -170,7 +193,11 @@ hak_heap_t *hak_heap_make(int state) {
 }
 
 /* A thread gives its heap up: from now on any thread may adopt or sweep it. */
+static _Atomic uint64_t hak_abandon_seq;
 static void hak_heap_abandon(hak_heap_t *heap) {
+    atomic_store_explicit(&heap->abandoned_seq,
+                          atomic_fetch_add_explicit(&hak_abandon_seq, 1, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);
     atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
 }

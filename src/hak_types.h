@@ -261,6 +261,8 @@ typedef struct hak_heap_s {
     _Atomic(hak_block_t *) xdelayed;       /* remote frees into full pages */
     _Atomic int state;
     struct hak_heap_s *next_all;           /* global list of every heap */
+    _Atomic uint64_t abandoned_seq;        /* when its thread gave it up (a global count):
+                                              adoption takes the oldest (hak_heap.c) */
     hak_segment_list_t segs[HAK_PAGE_KINDS]; /* segments with a free page slot */
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
     uint16_t tag;                          /* region map tag of its segments */

@@ -4,8 +4,9 @@
 # under the settings each path needs, and the stress test while the purger
 # purges every few milliseconds.
 #   memreturn.glibc          the tests are sound (hakmem-only tests skip)
-#   memreturn.balanced       the default profile; the floor and thread-churn
-#                            checks run in processes of their own
+#   memreturn.balanced       the default profile; the floor, thread-churn,
+#                            same-class slot and oldest-heap adoption checks
+#                            run in processes of their own
 #   memreturn.debug          the same on the debug build (consistency checks)
 #   memreturn.trim           nothing purged on its own (delay -1, no floor):
 #                            malloc_trim(0) reaches a live, idle thread's memory
@@ -34,7 +35,7 @@ run_mr() {
     run_bin "$name" "$limit" env LD_PRELOAD="$so" "${envs[@]}" "$BIN" -p "$name" --expect-hakmem "$@"
 }
 
-for t in free_all_floor thread_churn_reuse; do
+for t in free_all_floor thread_churn_reuse slot_same_class adopt_oldest; do
     run_mr memreturn.balanced_$t "$REL_SO" 120 -- --only $t
 done
 run_mr memreturn.balanced "$REL_SO" 300 --

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -774,6 +775,114 @@ static void test_thread_churn_reuse(void)
            rounds - warm, faults / (rounds - warm));
 }
 
+/* ---- where freed memory is taken again ---- */
+
+/* Is committed free memory still there a moment after it was freed?  (lean,
+ * or a delay of 0, purges it at once: nothing to prefer then.) */
+static int slots_stay_dirty(void)
+{
+    long delay = env_long("HAKMEM_PURGE_DELAY_MS", 250);
+    return !profile_is("lean") && (delay < 0 || delay >= 100) && env_long("HAKMEM_PURGE_BUDGET_KB", 1) != 0;
+}
+
+/* A class that gives its page back and takes one again, while the slot is
+ * still committed, gets its old slot back: its blocks lie where they lay and
+ * touch no OS page the last tenure did not (a page of another class there
+ * would put its links elsewhere).  Two medium classes of one kind (20 and
+ * 24 KiB blocks, 256 KiB pages) each fill a page and free it; taken back in
+ * the other order, each must land on its own old address, contents intact.
+ * (Large pages keep best fit: see docs/design.md.) */
+static void test_slot_same_class(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    if (!slots_stay_dirty())
+        SKIP_TEST("freed slots are purged at once under these settings");
+    size_t na = 20 * KiB, nb = 24 * KiB;
+    /* a third class of the kind keeps the segment in use (its page is not
+     * one of those tested) */
+    char *pin = malloc(28 * KiB);
+    CHECK(pin != NULL);
+    enum { K = 8 };                 /* one page: 12 blocks of 20 KiB, 10 of 24 KiB */
+    char *a[K], *b[K];
+    for (int i = 0; i < K; i++) { a[i] = malloc(na); CHECK(a[i] != NULL); fill(a[i], na, (uint64_t)i); }
+    for (int i = 0; i < K; i++) { b[i] = malloc(nb); CHECK(b[i] != NULL); fill(b[i], nb, (uint64_t)i + 100); }
+    char *a0 = a[0], *b0 = b[0];
+    for (int i = 0; i < K; i++) { CHECK(intact(a[i], na, (uint64_t)i)); free(a[i]); }
+    for (int i = 0; i < K; i++) { CHECK(intact(b[i], nb, (uint64_t)i + 100)); free(b[i]); }
+    char *b1 = malloc(nb), *a1 = malloc(na);      /* the other order: b's class asks first */
+    CHECK(a1 && b1);
+    CHECKF(b1 == b0, "class of %zu B took %p, its old place was %p", nb, (void *)b1, (void *)b0);
+    CHECKF(a1 == a0, "class of %zu B took %p, its old place was %p", na, (void *)a1, (void *)a0);
+    fill(a1, na, 1);
+    fill(b1, nb, 2);
+    CHECK(intact(a1, na, 1) && intact(b1, nb, 2));
+    free(a1);
+    free(b1);
+    free(pin);
+}
+
+/* A new thread takes the heap given up longest ago, not the one given up a
+ * moment ago (whose blocks its partners have not freed yet): t1 and t2 run
+ * at once, each keeps a block; t1 exits first, then t2; t3's first block
+ * must not come from t2's heap (and, in a process of its own, comes from
+ * t1's).  Contents stay intact across the hand-overs. */
+typedef struct adopt_s {
+    pthread_barrier_t *start;
+    sem_t *go;
+    char *p;
+} adopt_t;
+
+static void *adopt_thread(void *arg)
+{
+    adopt_t *a = arg;
+    a->p = malloc(3000);
+    if (a->p)
+        fill(a->p, 3000, 5);
+    if (a->start)
+        pthread_barrier_wait(a->start);
+    if (a->go)
+        sem_wait(a->go);
+    return NULL;
+}
+
+static void test_adopt_oldest(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    pthread_barrier_t start;
+    sem_t go1, go2;
+    pthread_barrier_init(&start, NULL, 3);
+    sem_init(&go1, 0, 0);
+    sem_init(&go2, 0, 0);
+    adopt_t a1 = { &start, &go1, NULL }, a2 = { &start, &go2, NULL }, a3 = { NULL, NULL, NULL };
+    pthread_t t1, t2, t3;
+    pthread_create(&t1, NULL, adopt_thread, &a1);
+    pthread_create(&t2, NULL, adopt_thread, &a2);
+    pthread_barrier_wait(&start);           /* both hold a heap and a block */
+    sem_post(&go1);
+    pthread_join(t1, NULL);                 /* t1's heap is given up first */
+    sem_post(&go2);
+    pthread_join(t2, NULL);
+    pthread_create(&t3, NULL, adopt_thread, &a3);
+    pthread_join(t3, NULL);
+    CHECK(a1.p && a2.p && a3.p);
+    uintptr_t s1 = (uintptr_t)a1.p >> 22, s2 = (uintptr_t)a2.p >> 22, s3 = (uintptr_t)a3.p >> 22;
+    CHECK(s1 != s2);                        /* two heaps, two segments */
+    CHECKF(s3 != s2, "the new thread took the heap given up last (block %p next to %p)", (void *)a3.p,
+           (void *)a2.p);
+    if (only && !strcmp(only, "adopt_oldest"))
+        CHECKF(s3 == s1, "the new thread did not take the heap given up first (block %p, first heap's %p)",
+               (void *)a3.p, (void *)a1.p);
+    CHECK(intact(a1.p, 3000, 5) && intact(a2.p, 3000, 5) && intact(a3.p, 3000, 5));
+    free(a1.p);
+    free(a2.p);
+    free(a3.p);
+    pthread_barrier_destroy(&start);
+    sem_destroy(&go1);
+    sem_destroy(&go2);
+}
+
 /* ---- fork while the purger runs ---- */
 
 static atomic_int stop_workers;
@@ -895,6 +1004,8 @@ int main(int argc, char **argv)
     RUN(trim_reaches_threads);
     RUN(purger_idle);
     RUN(thread_churn_reuse);
+    RUN(slot_same_class);
+    RUN(adopt_oldest);
     RUN(fork_with_purger);
     return check_exit_code();
 }

@@ -488,6 +488,50 @@ static void test_medium_kept_double_free(void)
     }
 }
 
+/* A kept empty page that is used again and empties once more after the
+ * purge delay is kept again (its old keep time must not make the age check
+ * give it back under the caller's feet: the slot would then be both free
+ * and in the class queue, and the next page of its kind would take it). */
+static void test_medium_kept_aged(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    long delay = env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : profile_is("lean") ? 0 : 250);
+    if (delay <= 0 || delay > 1000)
+        SKIP_TEST("needs a purge delay of 1..1000 ms");
+    enum { N = 24 };
+    static const size_t sizes[] = { 40 * KiB, 36 * KiB, 60 * KiB, 48 * KiB };
+    static char *b[4][N];
+    int bad = 0;
+    for (int round = 0; round < 3; round++) {
+        char *p = malloc(40 * KiB);
+        CHECK(p != NULL);
+        if (!p)
+            return;
+        free(p);                              /* its page empties: kept */
+        sleep_ms(delay + 50);
+        p = malloc(40 * KiB);                 /* the kept page again */
+        CHECK(p != NULL);
+        if (!p)
+            return;
+        free(p);                              /* empties after the delay */
+        for (int c = 0; c < 4; c++)           /* new pages of the same kind */
+            for (int i = 0; i < N; i++) {
+                b[c][i] = malloc(sizes[c]);
+                CHECK(b[c][i] != NULL);
+                if (!b[c][i])
+                    return;
+                fill(b[c][i], sizes[c], (uint64_t)(round * 1000 + c * N + i));
+            }
+        for (int c = 0; c < 4; c++)
+            for (int i = 0; i < N; i++) {
+                bad += !intact(b[c][i], sizes[c], (uint64_t)(round * 1000 + c * N + i));
+                free(b[c][i]);
+            }
+    }
+    CHECKF(bad == 0, "%d blocks lost their contents", bad);
+}
+
 /* Medium pages kept empty go back with malloc_trim(0): a program that
  * filled and freed several pages of a few medium classes is back near where
  * it started. */
@@ -859,6 +903,7 @@ int main(int argc, char **argv)
     RUN(medium_steady);
     RUN(medium_kept_double_free);
     RUN(medium_kept_trim);
+    RUN(medium_kept_aged);
     RUN(trim_reaches_threads);
     RUN(purger_idle);
     RUN(thread_churn_reuse);

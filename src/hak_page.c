@@ -13,8 +13,8 @@ static hak_page_queue_t *hak_queue_of(hak_heap_t *heap, hak_page_t *page) {
 }
 
 void hak_queue_set_direct(hak_heap_t *heap, unsigned cls) {
-    if (cls > hak_size_class(HAK_DIRECT_MAX)) return;   /* a constant: no call for the classes above */
     size_t hi_size = hak_class_size(cls);
+    if (hi_size > HAK_DIRECT_MAX) return;
     size_t lo = cls == 0 ? 0 : (hak_class_size(cls - 1) >> 4) + 1, hi = hi_size >> 4;
     hak_page_t *page = heap->queues[cls].first ? heap->queues[cls].first : &hak_page_empty;
     for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
@@ -132,74 +132,16 @@ void hak_page_unfull(hak_heap_t *heap, hak_page_t *page) {
     hak_queue_push(heap, page, false);
 }
 
-/* Empty pages a medium class keeps at the back of its queue (see
- * hak_page_retire). */
-#define HAK_MEDIUM_KEEP 3
-
-static bool hak_page_medium(const hak_page_t *page) {
-    return page->kind >= HAK_PAGE_MEDIUM1 && page->kind <= HAK_PAGE_MEDIUM;
-}
-
-/* Give back the empty medium pages kept at the back of their class queues
- * (hak_page_retire) that stayed empty for the purge delay, and note when
- * the next one will have.  now: 0 to read the clock. */
-static void hak_page_kept_due(hak_heap_t *heap, uint64_t now) {
-    if (hak_opt.purge_delay_ms <= 0 || heap->kept_due_ms == 0) return;
-    if (!now) now = hak_os_now_ms();
-    if (now < heap->kept_due_ms) return;
-    uint64_t delay = (uint64_t)hak_opt.purge_delay_ms, next = 0;
-    for (unsigned c = hak_size_class(HAK_SMALL_MAX + 1); c <= hak_size_class(HAK_MEDIUM_MAX); c++) {
-        hak_page_t *page = heap->queues[c].last;
-        while (page && page->used == 0) {
-            hak_page_t *prev = page->prev;
-            if (now - page->freed_at_ms >= delay) {
-                hak_queue_remove(heap, page);
-                hak_segment_page_free(heap, page);
-            } else if (next == 0 || page->freed_at_ms + delay < next) {
-                next = page->freed_at_ms + delay;
-            }
-            page = prev;
-        }
-    }
-    heap->kept_due_ms = next;
-}
-
 /* A page whose blocks all came back.  A small page (64 KiB) stays if it is
  * its class's only page (no ping-pong of page setup for a block that is
- * allocated and freed in a loop).  A medium page stays, still formatted for
- * its class, at the back of its class queue if the class keeps fewer than
- * HAK_MEDIUM_KEEP empty pages there: a medium class has a handful of live
- * blocks, so its page count swings by one or two all the time, and giving
- * the slot back to take another (often a slot another class used, whose
- * block boundaries touch other OS pages) cost instructions, page faults and
- * RSS (random_large: docs/design.md, "Memory return").  Kept pages that
- * stay empty for the purge delay go back when the heap retires a medium
- * page or takes a new one (hak_page_kept_due), and hak_heap_collect
- * (malloc_trim, thread exit) gives back every empty page; with a purge
- * delay of 0 (lean) nothing is kept.  Anything else gives its slot back to
- * the segment, where the purge delay and budget apply -- a retained empty
- * large page would hold up to 4 MiB. */
+ * allocated and freed in a loop); anything else gives its slot back to the
+ * segment, where the purge delay and budget apply -- a retained empty large
+ * page would hold up to 4 MiB that nothing purges. */
 void hak_page_retire(hak_page_t *page) {
     hak_heap_t *heap = hak_segment_of(page)->heap;
     hak_page_queue_t *q = &heap->queues[page->class_idx];
-    if (!(page->flags & HAK_PAGE_IN_FULL)) {
-        if (page->kind == HAK_PAGE_SMALL) {
-            if (q->first == page && page->next == NULL) return;
-        } else if (hak_page_medium(page) && hak_opt.purge_delay_ms != 0) {
-            uint64_t now = hak_os_now_ms();
-            page->freed_at_ms = now;    /* first: the age check below must not give this page back */
-            hak_page_kept_due(heap, now);
-            unsigned kept = 0;      /* the empty pages at the back, other than this one */
-            for (hak_page_t *p = q->last; p && p->used == 0 && kept < HAK_MEDIUM_KEEP; p = p->prev)
-                if (p != page) kept++;
-            if (kept < HAK_MEDIUM_KEEP) {
-                if (hak_opt.purge_delay_ms > 0 && heap->kept_due_ms == 0)
-                    heap->kept_due_ms = now + (uint64_t)hak_opt.purge_delay_ms;
-                if (q->last != page) { hak_queue_remove(heap, page); hak_queue_push(heap, page, false); }
-                return;
-            }
-        }
-    }
+    if (!(page->flags & HAK_PAGE_IN_FULL) && page->kind == HAK_PAGE_SMALL &&
+        q->first == page && page->next == NULL) return;
     hak_queue_remove(heap, page);
     hak_segment_page_free(heap, page);
 }
@@ -289,7 +231,6 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     if (page) {
         if (q->first != page) { hak_queue_remove(heap, page); hak_queue_push(heap, page, true); }
     } else {
-        hak_page_kept_due(heap, 0);
         hak_segment_purge_due(heap, false);
         page = hak_segment_page_alloc(heap, cls);
         if (!page) return NULL;

@@ -267,9 +267,6 @@ typedef struct hak_heap_s {
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
     uint16_t tag;                          /* region map tag of its segments */
     uint32_t purge_pending_bytes_k;        /* KiB in free page slots not yet purged */
-    uint64_t kept_due_ms;                  /* when the oldest empty medium page kept in a class
-                                              queue (hak_page_retire) has stayed for the purge
-                                              delay; 0: none kept */
     /* statistics, written only by the owner (relaxed, no lock prefix; a
      * thread that only frees gets a heap on its first remote free) and summed
      * over all heaps by hakmem_stats_get() */

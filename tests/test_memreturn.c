@@ -789,12 +789,10 @@ static int slots_stay_dirty(void)
  * still committed, gets its old slot back: its blocks lie where they lay and
  * touch no OS page the last tenure did not (a page of another class there
  * would put its links elsewhere).  Two medium classes of one kind (20 and
- * 24 KiB blocks, 256 KiB pages) each fill five pages and free them: a
- * medium class keeps up to three empty pages in its queue (hak_page_retire)
- * and gives the others' slots back.  Taken back in the other order, every
- * block of each class must land where a block of that class lay (the kept
- * pages, then its own old slots), contents intact.  (Large pages keep best
- * fit: see docs/design.md.) */
+ * 24 KiB blocks, 256 KiB pages) each fill five pages and free them, which
+ * gives their slots back.  Taken back in the other order, every block of
+ * each class must land where a block of that class lay (its own old slots),
+ * contents intact.  (Large pages keep best fit: see docs/design.md.) */
 static int was_at(char *const *old, int n, const char *p)
 {
     for (int i = 0; i < n; i++)

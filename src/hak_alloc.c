@@ -16,10 +16,7 @@
 
 /* The sampling hook: HAK_SAMPLED (hak_internal.h). */
 HAK_PROF_ENTRY
-HAK_EXPORT void *hakmem_malloc(size_t size) {
-    if (HAK_SAMPLED(size)) return hak_profile_malloc(size, HAK_MIN_ALIGN, false);
-    return hak_malloc_inline(size);
-}
+HAK_EXPORT void *hakmem_malloc(size_t size) { return hak_malloc_sampled(size); }
 HAK_EXPORT void hakmem_free(void *p) { hak_free_inline(p); }
 
 HAK_PROF_ENTRY
@@ -42,12 +39,6 @@ void *hak_calloc_total(size_t total) {
     return p;
 }
 
-/* A new block for realloc, sampled as malloc's are */
-static inline void *hak_realloc_new(size_t size) {
-    if (HAK_SAMPLED(size)) return hak_profile_malloc(size, HAK_MIN_ALIGN, false);
-    return hak_malloc_inline(size);
-}
-
 /* Resize p.  Keeps the block when the new size fits and wastes at most half
  * of it; huge blocks move pages with mremap; otherwise allocate, copy, free.
  * The new size is sampled for heap profiles as malloc's is when realloc takes
@@ -57,13 +48,13 @@ static inline void *hak_realloc_new(size_t size) {
  * sampled block (HAK_PAGE_SAMPLED) that moves leaves the profile with its
  * free; the new block is sampled, or not, as any. */
 HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
-    if (p == NULL) return hak_realloc_new(size);
+    if (p == NULL) return hak_malloc_sampled(size);
     if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
         size_t old = hak_foreign_usable(p);               /* a glibc block: move it to hakmem */
         if (!old) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
-        void *q = hak_realloc_new(size);
+        void *q = hak_malloc_sampled(size);
         if (!q) return NULL;
         memcpy(q, p, old < size ? old : size);
         hak_foreign_free(p);
@@ -105,7 +96,7 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
             return p;
         }
     }
-    void *q = hak_realloc_new(size);
+    void *q = hak_malloc_sampled(size);
     if (!q) return NULL;
     memcpy(q, p, size < usable ? size : usable);
     hak_free_inline(p);

@@ -31,7 +31,7 @@ static HAK_NOINLINE void *hak_new_fail(size_t size, size_t align, bool nothrow) 
 /* sampled for heap profiles as malloc is (HAK_SAMPLED; the aligned forms in
  * hak_malloc_aligned) */
 static inline void *hak_new(size_t size, bool nothrow) {
-    void *p = HAK_SAMPLED(size) ? hak_profile_malloc(size, HAK_MIN_ALIGN, false) : hak_malloc_inline(size);
+    void *p = hak_malloc_sampled(size);
     if (hak_unlikely(!p)) return hak_new_fail(size, HAK_MIN_ALIGN, nothrow);
     return p;
 }

@@ -364,6 +364,11 @@ void  hak_profile_resized(void *q, size_t size);   /* realloc resized a huge blo
 #define HAK_PROF_ENTRY __attribute__((section("hak_prof_text")))
 #define HAK_SAMPLED(size) \
     hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
+/* malloc with the sampling hook: malloc, realloc's new block, operator new */
+HAK_INLINE void *hak_malloc_sampled(size_t size) {
+    if (HAK_SAMPLED(size)) return hak_profile_malloc(size, HAK_MIN_ALIGN, false);
+    return hak_malloc_inline(size);
+}
 void  hak_profile_free(void *p);                    /* a sampled block moves (hak_realloc) */
 void  hak_profile_resize(void *p, size_t size);     /* realloc kept sampled block p in place */
 bool  hak_profile_grown(void *p, size_t size, bool sampled);   /* realloc grew p in place, countdown

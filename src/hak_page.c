@@ -242,6 +242,8 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     return page;
 }
 
+_Static_assert(offsetof(hak_page_t, free) == 0, "hak_malloc_slow selects a list by offset");
+
 void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     if (hak_unlikely(heap == &hak_heap_empty)) {
         if (hak_unlikely(hak_tls_exiting)) return hak_malloc_late(size);   /* after the exit handler */
@@ -256,33 +258,39 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     unsigned cls = hak_size_class(size);
     hak_page_t *page = heap->queues[cls].first;
     hak_block_t **list;   /* the list the block comes from */
-    if (size > HAK_DIRECT_MAX && page != NULL && page->local_free != NULL) {
+    if (size > HAK_DIRECT_MAX && page != NULL) {
         /* Classes without a fast path (above 2 KiB) take the block this
          * thread freed last into the class's current page: its first line
          * is likely still in cache, while the head of page->free may have
          * been freed long ago (random_large).  Remote and delayed frees
-         * wait, as they do while page->free lasts. */
-        list = &page->local_free;
-    } else {
-        if (page && !page->free) {
-            /* The common refill: this thread's own frees become the allocation
-             * list, when no remote or delayed frees wait to be collected. */
-            if (page->local_free && atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
-                atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
-                page->free = page->local_free;
-                page->local_free = NULL;
-                hak_page_check(page);   /* debug build */
-            } else {
-                page = NULL;
-            }
-        }
-        if (!page) {
-            hak_stat_inc(heap->st_slow);
-            page = hak_find_page(heap, cls);
-            if (!page) { errno = ENOMEM; return NULL; }
-        }
-        list = &page->free;
+         * wait, as they do while page->free lasts.  Which list is a select,
+         * not a branch: whether a block came back since the last malloc
+         * of the class is a coin toss in a random workload, and a
+         * mispredicted branch here cost random_large more than its
+         * instructions (docs/design.md, "What is left"). */
+        uintptr_t back = page->local_free != NULL;   /* 0 or 1: a select gcc cannot turn into a branch */
+        list = (hak_block_t **)((char *)page + back * offsetof(hak_page_t, local_free));
+        if (hak_likely(*list != NULL)) goto pop;
     }
+    if (page && !page->free) {
+        /* The common refill: this thread's own frees become the allocation
+         * list, when no remote or delayed frees wait to be collected. */
+        if (page->local_free && atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
+            atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
+            page->free = page->local_free;
+            page->local_free = NULL;
+            hak_page_check(page);   /* debug build */
+        } else {
+            page = NULL;
+        }
+    }
+    if (!page) {
+        hak_stat_inc(heap->st_slow);
+        page = hak_find_page(heap, cls);
+        if (!page) { errno = ENOMEM; return NULL; }
+    }
+    list = &page->free;
+pop:;
     hak_block_t *b = *list;
     *list = b->next;
     b->key = 0;

@@ -280,6 +280,7 @@ void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
         }
         page = next;
     }
+    hak_segment_kept_release_all(heap);   /* kept medium pages (hak_page_retire) */
     hak_segment_release_empty(heap);
     hak_segment_purge_due(heap, force_purge);
 }

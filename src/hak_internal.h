@@ -56,6 +56,9 @@ HAK_INLINE unsigned hak_size_class(size_t size) {
     return 8u + (k - 7u) * 8u + (unsigned)((s >> (k - 3)) & 7u);
 }
 hak_page_kind_t hak_class_kind(unsigned cls);
+/* hak_size_class of sizes in (HAK_DIRECT_MAX, HAK_MEDIUM_MAX]: the class of
+ * size is hak_medium_class[(size - 1) >> 8] (hak_size.c) */
+extern const uint8_t hak_medium_class[HAK_MEDIUM_MAX >> 8] __attribute__((visibility("hidden")));
 unsigned hak_kind_shift(hak_page_kind_t kind);   /* log2 of the page size */
 
 /* ---- options (hak_options.c) ---- */
@@ -192,6 +195,10 @@ hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
 /* ---- segments (hak_segment.c; purging and the caches: hak_purge.c, hak_purge.h) ---- */
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls);
 void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page);
+/* emptied medium pages kept on heap->kept (hak_segment.c, "kept pages") */
+bool hak_segment_page_keep(hak_heap_t *heap, hak_page_t *page, unsigned max);
+hak_page_t *hak_segment_kept_take(hak_heap_t *heap, unsigned cls);
+void hak_segment_kept_release_all(hak_heap_t *heap);
 void hak_segment_purge_due(hak_heap_t *heap, bool force);
 void hak_segment_release_empty(hak_heap_t *heap);
 void hak_segment_lock_for_fork(void);

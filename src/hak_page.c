@@ -13,8 +13,8 @@ static hak_page_queue_t *hak_queue_of(hak_heap_t *heap, hak_page_t *page) {
 }
 
 void hak_queue_set_direct(hak_heap_t *heap, unsigned cls) {
+    if (cls > hak_size_class(HAK_DIRECT_MAX)) return;   /* a constant: no call for the classes above */
     size_t hi_size = hak_class_size(cls);
-    if (hi_size > HAK_DIRECT_MAX) return;
     size_t lo = cls == 0 ? 0 : (hak_class_size(cls - 1) >> 4) + 1, hi = hi_size >> 4;
     hak_page_t *page = heap->queues[cls].first ? heap->queues[cls].first : &hak_page_empty;
     for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
@@ -132,16 +132,42 @@ void hak_page_unfull(hak_heap_t *heap, hak_page_t *page) {
     hak_queue_push(heap, page, false);
 }
 
+/* Empty pages a medium class keeps on the heap's kept list (see
+ * hak_page_retire). */
+#define HAK_MEDIUM_KEEP 3
+
+static bool hak_page_medium(const hak_page_t *page) {
+    return page->kind >= HAK_PAGE_MEDIUM1 && page->kind <= HAK_PAGE_MEDIUM;
+}
+
 /* A page whose blocks all came back.  A small page (64 KiB) stays if it is
  * its class's only page (no ping-pong of page setup for a block that is
- * allocated and freed in a loop); anything else gives its slot back to the
- * segment, where the purge delay and budget apply -- a retained empty large
- * page would hold up to 4 MiB that nothing purges. */
+ * allocated and freed in a loop).  A medium page leaves its queue and is
+ * kept, still formatted for its class, on the heap's kept list
+ * (hak_segment_page_keep) if the class keeps fewer than HAK_MEDIUM_KEEP
+ * there: a medium class has a handful of live blocks, so its page count
+ * swings by one or two all the time, and giving the slot back to take
+ * another (often a slot another class used, whose block boundaries touch
+ * other OS pages) cost instructions, page faults and RSS (random_large:
+ * docs/design.md, "Memory return").  hak_find_page takes a kept page of its
+ * class before a new one.  Kept pages are in no queue and written under the
+ * slot lock, so the heap's decay (age: empty for the purge delay), the
+ * background purger, malloc_trim from any thread and hak_heap_collect give
+ * them back; with a purge delay of 0 (lean) nothing is kept.  Anything else
+ * gives its slot back to the segment, where the purge delay and budget
+ * apply -- a retained empty large page would hold up to 4 MiB. */
 void hak_page_retire(hak_page_t *page) {
     hak_heap_t *heap = hak_segment_of(page)->heap;
     hak_page_queue_t *q = &heap->queues[page->class_idx];
-    if (!(page->flags & HAK_PAGE_IN_FULL) && page->kind == HAK_PAGE_SMALL &&
-        q->first == page && page->next == NULL) return;
+    if (!(page->flags & HAK_PAGE_IN_FULL)) {
+        if (page->kind == HAK_PAGE_SMALL) {
+            if (q->first == page && page->next == NULL) return;
+        } else if (hak_page_medium(page) && hak_opt.purge_delay_ms != 0 && !(page->flags & HAK_PAGE_SAMPLED)) {
+            hak_queue_remove(heap, page);
+            if (!hak_segment_page_keep(heap, page, HAK_MEDIUM_KEEP)) hak_segment_page_free(heap, page);
+            return;
+        }
+    }
     hak_queue_remove(heap, page);
     hak_segment_page_free(heap, page);
 }
@@ -224,7 +250,12 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
         }
         page = next;
     }
-    if (!page && extendable) {
+    if (!page && hak_class_kind(cls) != HAK_PAGE_SMALL && (page = hak_segment_kept_take(heap, cls)) != NULL) {
+        /* a kept medium page (hak_page_retire): empty, still formatted */
+        hak_queue_push(heap, page, true);
+        hak_page_free_collect(page);
+        if (!page->free) hak_page_extend(page);
+    } else if (!page && extendable) {
         page = extendable;
         hak_page_extend(page);
     }
@@ -244,7 +275,35 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
 
 _Static_assert(offsetof(hak_page_t, free) == 0, "hak_malloc_slow selects a list by offset");
 
+/* The list a block of a class above HAK_DIRECT_MAX comes from: the block
+ * this thread freed last into the page (local_free), if any, else free.  Its
+ * first line is likely still in cache, while the head of page->free may have
+ * been freed long ago (random_large); remote and delayed frees wait, as they
+ * do while page->free lasts.  A select, not a branch: whether a block came
+ * back since the class's last malloc is a coin toss in a random workload,
+ * and the mispredicted branch cost random_large more than its instructions
+ * (docs/design.md, "What is left"). */
+HAK_INLINE hak_block_t **hak_medium_list(hak_page_t *page) {
+    uintptr_t back = page->local_free != NULL;   /* 0 or 1: arithmetic gcc keeps branch-free */
+    return (hak_block_t **)((char *)page + back * offsetof(hak_page_t, local_free));
+}
+
 void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
+    unsigned cls;
+    hak_page_t *page;
+    hak_block_t **list;   /* the list the block comes from */
+    if (hak_likely(size - (HAK_DIRECT_MAX + 1) < HAK_MEDIUM_MAX - HAK_DIRECT_MAX)) {
+        /* 2..64 KiB, the classes without a fast path whose blocks are many
+         * a page: the class from a table, the class's current page, its
+         * list.  (hak_heap_empty has no pages: a thread's first malloc goes
+         * on below.) */
+        cls = hak_medium_class[(size - 1) >> 8];
+        page = heap->queues[cls].first;
+        if (hak_likely(page != NULL)) {
+            list = hak_medium_list(page);
+            if (hak_likely(*list != NULL)) goto pop;
+        }
+    }
     if (hak_unlikely(heap == &hak_heap_empty)) {
         if (hak_unlikely(hak_tls_exiting)) return hak_malloc_late(size);   /* after the exit handler */
         heap = hak_heap_for_thread();
@@ -255,21 +314,10 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[HAK_CLASS_COUNT]);
         return hak_huge_alloc(size, HAK_MIN_ALIGN, false);
     }
-    unsigned cls = hak_size_class(size);
-    hak_page_t *page = heap->queues[cls].first;
-    hak_block_t **list;   /* the list the block comes from */
+    cls = hak_size_class(size);
+    page = heap->queues[cls].first;
     if (size > HAK_DIRECT_MAX && page != NULL) {
-        /* Classes without a fast path (above 2 KiB) take the block this
-         * thread freed last into the class's current page: its first line
-         * is likely still in cache, while the head of page->free may have
-         * been freed long ago (random_large).  Remote and delayed frees
-         * wait, as they do while page->free lasts.  Which list is a select,
-         * not a branch: whether a block came back since the last malloc
-         * of the class is a coin toss in a random workload, and a
-         * mispredicted branch here cost random_large more than its
-         * instructions (docs/design.md, "What is left"). */
-        uintptr_t back = page->local_free != NULL;   /* 0 or 1: a select gcc cannot turn into a branch */
-        list = (hak_block_t **)((char *)page + back * offsetof(hak_page_t, local_free));
+        list = hak_medium_list(page);   /* large classes (above 64 KiB) */
         if (hak_likely(*list != NULL)) goto pop;
     }
     if (page && !page->free) {
@@ -289,7 +337,9 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
         page = hak_find_page(heap, cls);
         if (!page) { errno = ENOMEM; return NULL; }
     }
-    list = &page->free;
+    /* a page hak_find_page found may hold this thread's last frees too (a
+     * kept page taken back: the block freed last emptied it) */
+    list = size > HAK_DIRECT_MAX ? hak_medium_list(page) : &page->free;
 pop:;
     hak_block_t *b = *list;
     *list = b->next;

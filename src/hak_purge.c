@@ -117,6 +117,10 @@ void hak_purge_slot_freed(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
         hak_purge_heap_locked(heap, now, HAK_PURGE_DECAY);
 }
 
+void hak_purge_kept_due(hak_heap_t *heap, uint64_t now) {
+    if (hak_purging() && hak_delay_ms() > 0) hak_heap_due(heap, now + hak_delay_ms());
+}
+
 void hak_purge_heap_check(hak_heap_t *heap, uint64_t now) {
     if (!hak_purging()) return;
     if (hak_delay_ms() == 0 ||
@@ -188,9 +192,13 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
     bool all = mode == HAK_PURGE_ALL;
     if (all) heap->demand_bytes = heap->regret_bytes = 0;   /* malloc_trim: the program is done with it */
     else if (!hak_purging()) return;            /* HAKMEM_PURGE_DELAY_MS=-1: only malloc_trim purges */
-    if (heap->purge_pending_bytes_k == 0) { __atomic_store_n(&heap->purge_due_ms, 0, __ATOMIC_RELAXED); return; }
     uint64_t delay = hak_purging() ? hak_delay_ms() : UINT64_MAX;
     uint64_t cut = all ? 0 : delay;             /* age from which every slot goes */
+    /* kept medium pages (hak_segment.c) empty for as long go back to their
+     * slots first, freed when they became empty: age alone decides them */
+    uint64_t kept_due = 0;
+    if (heap->kept_count) kept_due = hak_segment_kept_release_locked(heap, now, cut, delay);
+    if (heap->purge_pending_bytes_k == 0) { __atomic_store_n(&heap->purge_due_ms, kept_due, __ATOMIC_RELAXED); return; }
     unsigned part_b = HAK_AGE_BUCKETS;          /* bucket purged in part ... */
     uint64_t part_kb = 0;                       /* ... this many KiB of it */
     if (mode == HAK_PURGE_DECAY) {
@@ -260,7 +268,9 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
         }
     }
     if (purged_kb) { hak_pst_add(slot_purges, 1); hak_pst_add(slot_purged_kb, purged_kb); }
-    __atomic_store_n(&heap->purge_due_ms, heap->purge_pending_bytes_k ? next_due : 0, __ATOMIC_RELAXED);
+    if (!heap->purge_pending_bytes_k) next_due = 0;
+    if (kept_due && (next_due == 0 || kept_due < next_due)) next_due = kept_due;
+    __atomic_store_n(&heap->purge_due_ms, next_due, __ATOMIC_RELAXED);
 }
 
 /* The owner's check on its slow paths (hak_page.c, hak_heap.c). */

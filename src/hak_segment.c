@@ -401,7 +401,11 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     return page;
 }
 
-void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
+/* The slot of page goes back to its segment (slot lock held).  The caller
+ * may write the page's fields: its owner, or whoever holds the slot lock
+ * for a kept page (in no queue, hak_segment_page_keep).  now: when the slot
+ * became unused; decay: apply the decay (false from inside it). */
+static void hak_segment_slot_back(hak_heap_t *heap, hak_page_t *page, uint64_t now, bool decay) {
     hak_segment_t *seg = hak_segment_of(page);
     /* the end of what this tenure carved (and so touched) */
     uint8_t *carved_end = page->start + (size_t)HAK_RELAXED(page->capacity) * page->block_size;
@@ -411,8 +415,6 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     page->used = 0;
     HAK_SET_RELAXED(page->capacity, 0);   /* no block of a released slot passes a free check */
     hak_page_set_flags(page, 0);
-    uint64_t now = hak_os_now_ms();
-    hak_slots_lock(heap);
     seg->used_pages--;
     if (!seg->in_free_list) hak_seglist_push(heap, seg);
     /* An empty segment goes to the cache -- unless it is the heap's only
@@ -430,12 +432,99 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     bool leaving = hak_heap_leaving(heap);
     if (seg->kind == HAK_PAGE_LARGE) {
         hak_span_free(heap, seg, page, carved_end, now);
-        if (!release && !leaving) hak_purge_heap_check(heap, now);
+        if (decay && !release && !leaving) hak_purge_heap_check(heap, now);
     } else {
         page->in_use = 0;
-        hak_purge_slot_freed(heap, seg, page, used, now, !release && !leaving);
+        hak_purge_slot_freed(heap, seg, page, used, now, decay && !release && !leaving);
     }
     if (release) hak_segment_release(heap, seg, leaving);
+}
+
+void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
+    uint64_t now = hak_os_now_ms();
+    hak_slots_lock(heap);
+    hak_segment_slot_back(heap, page, now, true);
+    hak_slots_unlock(heap);
+    hak_purger_kick();
+}
+
+/* ---- kept pages ----
+ * An emptied medium page its owner keeps, still formatted for its class
+ * (hak_page_retire), waits in no queue on heap->kept[its class], linked by
+ * next and written only under the slot lock: its owner takes it back for a new page
+ * of its class (hak_segment_kept_take), and whoever holds the lock -- the
+ * owner's own decay, malloc_trim from any thread (HAK_PURGE_ALL), the
+ * background purger (age) -- gives it back to its segment
+ * (hak_segment_kept_release_locked).  No block of a kept page is live, so
+ * nothing but these touches it. */
+
+/* Keep page (out of its queue, used == 0) unless its class keeps max
+ * already; then the caller gives it back. */
+bool hak_segment_page_keep(hak_heap_t *heap, hak_page_t *page, unsigned max) {
+    uint64_t now = hak_os_now_ms();
+    unsigned n = 0;
+    hak_page_t **head = &heap->kept[page->class_idx];
+    hak_slots_lock(heap);
+    for (hak_page_t *p = *head; p && n < max; p = p->next) n++;
+    if (n >= max) { hak_slots_unlock(heap); return false; }
+    page->freed_at_ms = now;
+    page->prev = NULL;
+    page->next = *head;
+    *head = page;
+    __atomic_store_n(&heap->kept_count, heap->kept_count + 1, __ATOMIC_RELAXED);   /* the owner peeks */
+    /* the decay of this heap: kept pages that stayed empty for the delay go
+     * back (hak_purge_heap_locked), and this one is due after it */
+    uint64_t due = heap->purge_due_ms;
+    if (due != 0 && now >= due)
+        hak_purge_heap_locked(heap, now, hak_heap_leaving(heap) ? HAK_PURGE_AGE : HAK_PURGE_DECAY);
+    hak_purge_kept_due(heap, now);
+    hak_slots_unlock(heap);
+    hak_purger_kick();
+    return true;
+}
+
+/* A kept page of class cls, out of heap->kept (NULL: none); the owner's. */
+hak_page_t *hak_segment_kept_take(hak_heap_t *heap, unsigned cls) {
+    if (__atomic_load_n(&heap->kept_count, __ATOMIC_RELAXED) == 0) return NULL;
+    hak_slots_lock(heap);
+    hak_page_t *p = heap->kept[cls];
+    if (p) {
+        heap->kept[cls] = p->next;
+        p->next = NULL;
+        __atomic_store_n(&heap->kept_count, heap->kept_count - 1, __ATOMIC_RELAXED);
+    }
+    hak_slots_unlock(heap);
+    return p;
+}
+
+/* Slot lock held: give back the kept pages empty for cut ms or more (their
+ * slots freed when they became empty); returns when the next of the others
+ * has been empty for delay ms (0: none left). */
+uint64_t hak_segment_kept_release_locked(hak_heap_t *heap, uint64_t now, uint64_t cut, uint64_t delay) {
+    uint64_t next = 0;
+    for (unsigned c = hak_size_class(HAK_SMALL_MAX + 1); c <= hak_size_class(HAK_MEDIUM_MAX); c++) {
+        hak_page_t **pp = &heap->kept[c], *p;
+        while ((p = *pp) != NULL) {
+            uint64_t at = p->freed_at_ms < now ? p->freed_at_ms : now;
+            if (now - at >= cut) {
+                *pp = p->next;
+                p->next = NULL;
+                __atomic_store_n(&heap->kept_count, heap->kept_count - 1, __ATOMIC_RELAXED);
+                hak_segment_slot_back(heap, p, at, false);
+            } else {
+                if (delay != UINT64_MAX && (next == 0 || at + delay < next)) next = at + delay;
+                pp = &p->next;
+            }
+        }
+    }
+    return next;
+}
+
+/* Give back every kept page (hak_heap_collect, hakmem_heap_destroy). */
+void hak_segment_kept_release_all(hak_heap_t *heap) {
+    if (__atomic_load_n(&heap->kept_count, __ATOMIC_RELAXED) == 0) return;
+    hak_slots_lock(heap);
+    hak_segment_kept_release_locked(heap, hak_os_now_ms(), 0, UINT64_MAX);
     hak_slots_unlock(heap);
     hak_purger_kick();
 }

@@ -26,3 +26,19 @@ unsigned hak_kind_shift(hak_page_kind_t kind) {
     static const uint8_t shift[HAK_PAGE_KINDS + 1] = { 16, 17, 18, 19, 22, 22 };
     return shift[kind];
 }
+
+/* The class of each size in (HAK_DIRECT_MAX, HAK_MEDIUM_MAX], by 256-byte
+ * step: above 2 KiB every class size is a multiple of 256 (8 classes per
+ * power of two), so sizes (i*256, (i+1)*256] share a class, that of
+ * (i+1)*256.  hak_malloc_slow's medium path reads it instead of computing
+ * hak_size_class (unit_blocktest compares the two for every size). */
+#define HAK_SC_K(s) (63u - (unsigned)__builtin_clzl((s) - 1))
+#define HAK_SC(s) (uint8_t)(8u + (HAK_SC_K(s) - 7u) * 8u + (unsigned)((((s) - 1) >> (HAK_SC_K(s) - 3u)) & 7u))
+#define HAK_SC1(i) HAK_SC(((size_t)(i) + 1) << 8),
+#define HAK_SC4(i) HAK_SC1(i) HAK_SC1(i + 1) HAK_SC1(i + 2) HAK_SC1(i + 3)
+#define HAK_SC16(i) HAK_SC4(i) HAK_SC4(i + 4) HAK_SC4(i + 8) HAK_SC4(i + 12)
+#define HAK_SC64(i) HAK_SC16(i) HAK_SC16(i + 16) HAK_SC16(i + 32) HAK_SC16(i + 48)
+const uint8_t hak_medium_class[HAK_MEDIUM_MAX >> 8] = {
+    HAK_SC64(0) HAK_SC64(64) HAK_SC64(128) HAK_SC64(192)
+};
+_Static_assert(HAK_MEDIUM_MAX >> 8 == 256 && HAK_DIRECT_MAX % 256 == 0, "hak_medium_class covers 2..64 KiB");

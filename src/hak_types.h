@@ -267,6 +267,7 @@ typedef struct hak_heap_s {
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
     uint16_t tag;                          /* region map tag of its segments */
     uint32_t purge_pending_bytes_k;        /* KiB in free page slots not yet purged */
+    uint32_t kept_count;                   /* pages on kept[] (the owner peeks without the lock) */
     /* statistics, written only by the owner (relaxed, no lock prefix; a
      * thread that only frees gets a heap on its first remote free) and summed
      * over all heaps by hakmem_stats_get() */
@@ -280,6 +281,9 @@ typedef struct hak_heap_s {
     /* purging (hak_purge.h): the slot lock, and the demand of the heap's free
      * page slots (hak_purge.c), written with the slot lock held */
     _Atomic int slot_lock;
+    hak_page_t *kept[HAK_CLASS_COUNT];     /* per medium class, its emptied pages kept formatted,
+                                              in no queue, linked by next (hak_page_retire,
+                                              hak_segment.c): written under slot_lock */
     uint64_t demand_bytes, demand_at_ms, regret_bytes, regret_at_ms;
     /* public heaps (hakmem_heap_new, hak_heap_api.c, docs/heaps.md): a heap
      * no thread has as its default.  parent is the default heap of the

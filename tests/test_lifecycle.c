@@ -676,8 +676,8 @@ static void test_fork_chain(void)
                 res.bad += check_free_blocks(ch_kept[i], CH_KEEP);
             /* RSS: the least of the five generations from first on and of
              * the last five; one reading of a generation's RSS varies by
-             * several MiB with the decay's timing (dirty slots), a leak
-             * grows every generation */
+             * several MiB with the decay's timing (kept pages, dirty
+             * slots), a leak grows every generation */
             long rss = rss_kib();
             if (g == first) {
                 res.heaps_first = heaps_created();

@@ -9,6 +9,7 @@
  *  - medium and large pages: every offset in the first MiB of the page (all
  *    of it for medium pages) and the 16 KiB below the page start (offsets
  *    that wrap to huge values).
+ * Also: the table of medium classes (hak_medium_class) against hak_size_class.
  * White-box: built against src/ with hak_size.c (tests/tests.mk). */
 #include "check.h"
 #include "hak_internal.h"
@@ -55,9 +56,22 @@ static void test_capacity_zero_accepts_nothing(void) {
     }
 }
 
+/* hak_malloc_slow's table of medium classes gives hak_size_class's answer
+ * for every size it covers. */
+static void test_medium_class_table(void) {
+    int bad = 0;
+    for (size_t size = HAK_DIRECT_MAX + 1; size <= HAK_MEDIUM_MAX; size++) {
+        unsigned want = hak_size_class(size), got = hak_medium_class[(size - 1) >> 8];
+        if (got != want && bad++ < 3)
+            CHECKF(0, "size %zu: table gives class %u, hak_size_class %u", size, got, want);
+    }
+    CHECK(bad == 0);
+}
+
 int main(int argc, char **argv) {
     chk_prefix = argc > 2 && !strcmp(argv[1], "-p") ? argv[2] : "blocktest";
     RUN_TEST(every_class);
     RUN_TEST(capacity_zero_accepts_nothing);
+    RUN_TEST(medium_class_table);
     return check_exit_code();
 }

@@ -48,6 +48,18 @@ static void hak_queue_push(hak_heap_t *heap, hak_page_t *page, bool front) {
 
 void hak_queue_push_back(hak_heap_t *heap, hak_page_t *page) { hak_queue_push(heap, page, false); }
 
+/* first, the first page of q, and its successor second change places.  For
+ * classes above HAK_DIRECT_MAX only: heap->direct does not follow. */
+static void hak_queue_swap_first(hak_page_queue_t *q, hak_page_t *first, hak_page_t *second) {
+    hak_page_t *after = second->next;
+    q->first = second;
+    second->prev = NULL;
+    second->next = first;
+    first->prev = second;
+    first->next = after;
+    if (after) after->prev = first; else q->last = first;
+}
+
 /* ---- consistency (debug build) ---- */
 
 void hak_page_check(const hak_page_t *page) {
@@ -302,6 +314,20 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
         if (hak_likely(page != NULL)) {
             list = hak_medium_list(page);
             if (hak_likely(*list != NULL)) goto pop;
+            /* The page ran dry and the next one of the class has this
+             * thread's frees: the two swap places, what hak_find_page would
+             * do at twice the cost (random_large: 31 K of its 39 K calls per
+             * million operations), when no remote or delayed frees wait --
+             * those are hak_find_page's to collect. */
+            hak_page_t *next = page->next;
+            if (next != NULL && (next->free != NULL || next->local_free != NULL) &&
+                atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
+                atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
+                hak_queue_swap_first(&heap->queues[cls], page, next);
+                page = next;
+                list = hak_medium_list(page);
+                goto pop;
+            }
         }
     }
     if (hak_unlikely(heap == &hak_heap_empty)) {

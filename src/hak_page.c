@@ -300,36 +300,20 @@ HAK_INLINE hak_block_t **hak_medium_list(hak_page_t *page) {
     return (hak_block_t **)((char *)page + back * offsetof(hak_page_t, local_free));
 }
 
-void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
-    unsigned cls;
-    hak_page_t *page;
-    hak_block_t **list;   /* the list the block comes from */
-    if (hak_likely(size - (HAK_DIRECT_MAX + 1) < HAK_MEDIUM_MAX - HAK_DIRECT_MAX)) {
-        /* 2..64 KiB, the classes without a fast path whose blocks are many
-         * a page: the class from a table, the class's current page, its
-         * list.  (hak_heap_empty has no pages: a thread's first malloc goes
-         * on below.) */
-        cls = hak_medium_class[(size - 1) >> 8];
-        page = heap->queues[cls].first;
-        if (hak_likely(page != NULL)) {
-            list = hak_medium_list(page);
-            if (hak_likely(*list != NULL)) goto pop;
-            /* The page ran dry and the next one of the class has this
-             * thread's frees: the two swap places, what hak_find_page would
-             * do at twice the cost (random_large: 31 K of its 39 K calls per
-             * million operations), when no remote or delayed frees wait --
-             * those are hak_find_page's to collect. */
-            hak_page_t *next = page->next;
-            if (next != NULL && (next->free != NULL || next->local_free != NULL) &&
-                atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
-                atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
-                hak_queue_swap_first(&heap->queues[cls], page, next);
-                page = next;
-                list = hak_medium_list(page);
-                goto pop;
-            }
-        }
-    }
+/* Hand out the head of list, a list of page's. */
+HAK_INLINE void *hak_page_pop(hak_heap_t *heap, hak_page_t *page, hak_block_t **list, unsigned cls) {
+    hak_block_t *b = *list;
+    *list = b->next;
+    b->key = 0;
+    page->used++;
+    if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[cls]);
+    return b;
+}
+
+/* Everything hak_malloc_slow's medium path does not finish: a thread's first
+ * malloc, huge and large blocks, small classes whose direct page ran dry, a
+ * class with no page that has a block at hand (hak_find_page). */
+static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
     if (hak_unlikely(heap == &hak_heap_empty)) {
         if (hak_unlikely(hak_tls_exiting)) return hak_malloc_late(size);   /* after the exit handler */
         heap = hak_heap_for_thread();
@@ -340,11 +324,11 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[HAK_CLASS_COUNT]);
         return hak_huge_alloc(size, HAK_MIN_ALIGN, false);
     }
-    cls = hak_size_class(size);
-    page = heap->queues[cls].first;
+    unsigned cls = hak_size_class(size);
+    hak_page_t *page = heap->queues[cls].first;
     if (size > HAK_DIRECT_MAX && page != NULL) {
-        list = hak_medium_list(page);   /* large classes (above 64 KiB) */
-        if (hak_likely(*list != NULL)) goto pop;
+        hak_block_t **list = hak_medium_list(page);   /* large classes (above 64 KiB) */
+        if (hak_likely(*list != NULL)) return hak_page_pop(heap, page, list, cls);
     }
     if (page && !page->free) {
         /* The common refill: this thread's own frees become the allocation
@@ -365,12 +349,34 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
     }
     /* a page hak_find_page found may hold this thread's last frees too (a
      * kept page taken back: the block freed last emptied it) */
-    list = size > HAK_DIRECT_MAX ? hak_medium_list(page) : &page->free;
-pop:;
-    hak_block_t *b = *list;
-    *list = b->next;
-    b->key = 0;
-    page->used++;
-    if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[cls]);
-    return b;
+    return hak_page_pop(heap, page, size > HAK_DIRECT_MAX ? hak_medium_list(page) : &page->free, cls);
+}
+
+/* malloc's slow path: 2..64 KiB first, the classes without a fast path whose
+ * blocks are many a page -- the class from a table, the class's current
+ * page, its list -- in a function of its own that saves no register. */
+void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
+    if (hak_likely(size - (HAK_DIRECT_MAX + 1) < HAK_MEDIUM_MAX - HAK_DIRECT_MAX)) {
+        /* (hak_heap_empty has no pages: a thread's first malloc goes on to
+         * hak_malloc_general) */
+        unsigned cls = hak_medium_class[(size - 1) >> 8];
+        hak_page_t *page = heap->queues[cls].first;
+        if (hak_likely(page != NULL)) {
+            hak_block_t **list = hak_medium_list(page);
+            if (hak_likely(*list != NULL)) return hak_page_pop(heap, page, list, cls);
+            /* The page ran dry and the next one of the class has this
+             * thread's frees: the two swap places, what hak_find_page would
+             * do at twice the cost (random_large: 31 K of its 39 K calls per
+             * million operations), when no remote or delayed frees wait --
+             * those are hak_find_page's to collect. */
+            hak_page_t *next = page->next;
+            if (next != NULL && (next->free != NULL || next->local_free != NULL) &&
+                atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
+                atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
+                hak_queue_swap_first(&heap->queues[cls], page, next);
+                return hak_page_pop(heap, next, hak_medium_list(next), cls);
+            }
+        }
+    }
+    return hak_malloc_general(size, heap);
 }

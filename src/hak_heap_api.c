@@ -212,6 +212,10 @@ HAK_EXPORT void hakmem_heap_delete(hakmem_heap_t *hh) {
         hak_page_unfull(h, page);
     }
     hak_heap_process_delayed(h);
+    /* a delayed free that emptied a medium page kept it on h's kept list:
+     * back to its segment before the segments move (a kept page of a moved
+     * segment would stay with h) */
+    hak_segment_kept_release_all(h);
     for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
         hak_page_t *page;
         while ((page = h->queues[c].first) != NULL) {

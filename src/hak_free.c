@@ -57,8 +57,12 @@ static HAK_NOINLINE void hak_free_delayed(hak_heap_t *owner, hak_block_t *b) {
  * owner's delayed list).  On failure *tf holds the list's new value. */
 HAK_INLINE bool hak_remote_try_push(hak_page_t *page, hak_block_t *b, uintptr_t *tf) {
     uintptr_t desired;
-    if (hak_likely(!(*tf & HAK_TF_NOTIFY))) { b->next = (hak_block_t *)*tf; desired = (uintptr_t)b; }
-    else desired = *tf & ~HAK_TF_NOTIFY;
+    if (hak_likely(!(*tf & HAK_TF_NOTIFY))) {
+        b->next = HAK_TF_LIST(*tf);
+        desired = (uintptr_t)b | ((*tf & ~(HAK_TF_ONE - 1)) + HAK_TF_ONE);   /* count + 1 */
+    } else {
+        desired = *tf & ~HAK_TF_NOTIFY;
+    }
     return atomic_compare_exchange_weak_explicit(&page->xthread_free, tf, desired,
                                                  memory_order_release, memory_order_relaxed);
 }

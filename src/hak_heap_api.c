@@ -342,8 +342,7 @@ static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
     }
     if (cap == 0 || cap > HAK_WALK_MAX_BLOCKS) return 0;
     uint64_t bits[HAK_WALK_MAX_BLOCKS / 64] = { 0 };
-    const hak_block_t *remote = (const hak_block_t *)(atomic_load_explicit(&page->xthread_free, memory_order_acquire) &
-                                                      ~HAK_TF_NOTIFY);
+    const hak_block_t *remote = HAK_TF_LIST(atomic_load_explicit(&page->xthread_free, memory_order_acquire));
     if (!hak_walk_mark(page, page->free, cap, bits, false) ||
         !hak_walk_mark(page, page->local_free, cap, bits, false) ||
         !hak_walk_mark(page, remote, cap, bits, false))

@@ -88,19 +88,27 @@ void hak_page_check(const hak_page_t *page) {
 
 /* ---- collecting remote frees ---- */
 
-/* Move remote frees (xthread_free) onto local_free, keeping the NOTIFY bit,
- * and make local_free the allocation list when free is empty. */
+/* Take the remote frees (xthread_free), keeping the NOTIFY bit, and make
+ * sure page->free has the blocks if there are any.  The list's length comes
+ * with it (hak_types.h): it becomes the allocation list, or local_free, as
+ * it is; only when both hold blocks already is it walked to its end. */
 void hak_page_free_collect(hak_page_t *page) {
     uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
     if (tf & ~HAK_TF_NOTIFY) {
         while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &tf, tf & HAK_TF_NOTIFY,
                                                       memory_order_acquire, memory_order_relaxed)) {}
-        hak_block_t *list = (hak_block_t *)(tf & ~HAK_TF_NOTIFY), *tail = list;
-        uint32_t n = 1;
-        while (tail->next) { tail = tail->next; n++; }
-        tail->next = page->local_free;
-        page->local_free = list;
-        page->used -= n;
+        hak_block_t *list = HAK_TF_LIST(tf);
+        page->used -= HAK_TF_COUNT(tf);
+        if (!page->free) {
+            page->free = list;
+        } else if (!page->local_free) {
+            page->local_free = list;
+        } else {
+            hak_block_t *tail = list;
+            while (tail->next) tail = tail->next;
+            tail->next = page->local_free;
+            page->local_free = list;
+        }
     }
     if (!page->free) {
         page->free = page->local_free;

@@ -119,9 +119,22 @@ typedef struct hak_block_s {
 #define HAK_PAGE_SAMPLED     0x08  /* a page of one block, a heap profile's sample
                                       (hak_page_sampled_alloc): in no queue */
 
-/* Low bit of xthread_free: the page is full and its owner asked to be told of
- * the next remote free (that free goes to heap->xdelayed instead). */
+/* page->xthread_free packs three things in one word, so that a remote free
+ * is one CAS and the owner takes the whole list with one:
+ *  - bit 0, NOTIFY: the page is full and its owner asked to be told of the
+ *    next remote free (that free goes to heap->xdelayed instead);
+ *  - bits 4..47: the head of the list of remotely freed blocks (blocks are
+ *    16-byte aligned and below 2^HAK_ADDRESS_BITS <= 2^48);
+ *  - bits 48..63: how many blocks the list holds (at most a page's 4,096),
+ *    so that the owner, collecting it, need not walk the list -- each link
+ *    of which the freeing thread wrote last, a cache line to fetch from
+ *    another core, one after the other (prodcons: docs/design.md). */
 #define HAK_TF_NOTIFY ((uintptr_t)1)
+#define HAK_TF_COUNT_SHIFT 48
+#define HAK_TF_ONE ((uintptr_t)1 << HAK_TF_COUNT_SHIFT)       /* one block more on the list */
+#define HAK_TF_LIST(tf) ((struct hak_block_s *)((tf) & (HAK_TF_ONE - 1) & ~HAK_TF_NOTIFY))
+#define HAK_TF_COUNT(tf) ((uint32_t)((tf) >> HAK_TF_COUNT_SHIFT))
+_Static_assert(HAK_ADDRESS_BITS <= HAK_TF_COUNT_SHIFT, "block addresses fit below xthread_free's count");
 
 struct hak_heap_s;
 struct hak_segment_s;

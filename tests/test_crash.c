@@ -161,9 +161,13 @@ int main(int argc, char **argv) {
         *p = (char *)0x10;
         for (int i = 0; i < 1000; i++) sink = malloc(48);
     } else if (!strcmp(c, "fault_internal")) {
-        /* a remote free, then a use after free smashes its link: the owner
-         * faults while collecting remote frees, deep in its slow path */
+        /* a remote free into a full page goes to the owner's delayed list;
+         * a use after free smashes its link, and the owner faults while it
+         * takes the delayed frees, deep in its slow path.  The first block
+         * lies in the class's first page, full (in the full queue) once six
+         * pages' worth of its blocks are out. */
         void **p = malloc(48);
+        for (int i = 0; i < 6 * 65536 / 48; i++) sink = malloc(48);
         pthread_t t;
         pthread_create(&t, NULL, free_in_thread, p);
         pthread_join(t, NULL);

@@ -43,6 +43,7 @@ extern hak_heap_t hak_heap_empty;
 extern hak_page_t hak_page_empty;
 extern HAK_TLS uint16_t hak_tls_tag;
 extern HAK_TLS bool hak_tls_exiting; /* key destructor ran */
+extern HAK_TLS bool hak_tls_moving;  /* hak_realloc frees the block it moved (hak_page_retire) */
 /* hidden: addressed PC-relative, not through the GOT (aarch64's linker does
  * not relax a GOT load as x86-64's does; free's fast path reads the map) */
 extern _Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES] __attribute__((visibility("hidden")));
@@ -195,7 +196,7 @@ hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
 /* ---- segments (hak_segment.c; purging and the caches: hak_purge.c, hak_purge.h) ---- */
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls);
 void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page);
-/* emptied medium pages kept on heap->kept (hak_segment.c, "kept pages") */
+/* emptied medium and large pages kept on heap->kept (hak_segment.c, "kept pages") */
 bool hak_segment_page_keep(hak_heap_t *heap, hak_page_t *page, unsigned max);
 hak_page_t *hak_segment_kept_take(hak_heap_t *heap, unsigned cls);
 void hak_segment_kept_release_all(hak_heap_t *heap);

@@ -99,7 +99,9 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
     void *q = hak_malloc_sampled(size);
     if (!q) return NULL;
     memcpy(q, p, size < usable ? size : usable);
+    hak_tls_moving = true;     /* the block left its class: its emptied large page is not kept */
     hak_free_inline(p);
+    hak_tls_moving = false;
     return q;
 }
 HAK_PROF_ENTRY

@@ -23,6 +23,7 @@
 HAK_TLS hak_heap_t *hak_tls_heap = &hak_heap_empty;
 HAK_TLS uint16_t hak_tls_tag = HAK_TAG_INVALID;
 HAK_TLS bool hak_tls_exiting;
+HAK_TLS bool hak_tls_moving;
 /* the heap this thread gave up at exit: its late allocations borrow it first */
 static HAK_TLS hak_heap_t *hak_tls_last;
 /* the fallback exit handler is registered for this thread */
@@ -280,7 +281,7 @@ void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
         }
         page = next;
     }
-    hak_segment_kept_release_all(heap);   /* kept medium pages (hak_page_retire) */
+    hak_segment_kept_release_all(heap);   /* kept medium and large pages (hak_page_retire) */
     hak_segment_release_empty(heap);
     hak_segment_purge_due(heap, force_purge);
 }

@@ -192,7 +192,7 @@ HAK_EXPORT void hakmem_heap_destroy(hakmem_heap_t *hh) {
             page = next;
         }
     }
-    hak_segment_kept_release_all(h);       /* kept medium pages, in no queue */
+    hak_segment_kept_release_all(h);       /* kept medium and large pages, in no queue */
     hak_pub_retire(h, HAK_PUB_DEAD);
 }
 

@@ -43,6 +43,7 @@ extern hak_heap_t hak_heap_empty;
 extern hak_page_t hak_page_empty;
 extern HAK_TLS uint16_t hak_tls_tag;
 extern HAK_TLS bool hak_tls_exiting; /* key destructor ran */
+extern HAK_TLS bool hak_tls_moving;  /* hak_realloc frees the block it moved (hak_page_retire) */
 /* hidden: addressed PC-relative, not through the GOT (aarch64's linker does
  * not relax a GOT load as x86-64's does; free's fast path reads the map) */
 extern _Atomic uint16_t hak_segmap[HAK_SEGMAP_ENTRIES] __attribute__((visibility("hidden")));
@@ -56,6 +57,11 @@ HAK_INLINE unsigned hak_size_class(size_t size) {
     return 8u + (k - 7u) * 8u + (unsigned)((s >> (k - 3)) & 7u);
 }
 hak_page_kind_t hak_class_kind(unsigned cls);
+/* The last class of small and of medium pages: hak_class_kind(cls) is
+ * HAK_PAGE_SMALL for cls <= HAK_CLASS_SMALL_LAST, a medium kind up to
+ * HAK_CLASS_MEDIUM_LAST, HAK_PAGE_LARGE above (unit_blocktest checks it). */
+#define HAK_CLASS_SMALL_LAST  55u    /* 8 KiB */
+#define HAK_CLASS_MEDIUM_LAST 79u    /* 64 KiB */
 /* hak_size_class of sizes in (HAK_DIRECT_MAX, HAK_MEDIUM_MAX]: the class of
  * size is hak_medium_class[(size - 1) >> 8] (hak_size.c) */
 extern const uint8_t hak_medium_class[HAK_MEDIUM_MAX >> 8] __attribute__((visibility("hidden")));
@@ -195,7 +201,7 @@ hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
 /* ---- segments (hak_segment.c; purging and the caches: hak_purge.c, hak_purge.h) ---- */
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls);
 void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page);
-/* emptied medium pages kept on heap->kept (hak_segment.c, "kept pages") */
+/* emptied medium and large pages kept on heap->kept (hak_segment.c, "kept pages") */
 bool hak_segment_page_keep(hak_heap_t *heap, hak_page_t *page, unsigned max);
 hak_page_t *hak_segment_kept_take(hak_heap_t *heap, unsigned cls);
 void hak_segment_kept_release_all(hak_heap_t *heap);

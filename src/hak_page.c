@@ -152,12 +152,19 @@ void hak_page_unfull(hak_heap_t *heap, hak_page_t *page) {
     hak_queue_push(heap, page, false);
 }
 
-/* Empty pages a medium class keeps on the heap's kept list (see
- * hak_page_retire). */
+/* Empty pages a medium (large) class keeps on the heap's kept list (see
+ * hak_page_retire); a large class keeps them only while it cycles: it asked
+ * for a page at most HAK_LARGE_CYCLE large requests after one emptied. */
 #define HAK_MEDIUM_KEEP 3
+#define HAK_LARGE_KEEP 2
+#define HAK_LARGE_CYCLE 1
+/* large pages kept since the heap's last request for a large page: a heap
+ * that frees many large blocks without asking for any (done with them)
+ * keeps no more than these */
+#define HAK_LARGE_UNCLAIMED 4
 
-static bool hak_page_medium(const hak_page_t *page) {
-    return page->kind >= HAK_PAGE_MEDIUM1 && page->kind <= HAK_PAGE_MEDIUM;
+static bool hak_large_cycling(const hak_heap_t *heap, unsigned cls) {
+    return (__atomic_load_n(&heap->large_cycling[cls >> 6], __ATOMIC_RELAXED) >> (cls & 63)) & 1;
 }
 
 /* A page whose blocks all came back.  A small page (64 KiB) stays if it is
@@ -169,22 +176,39 @@ static bool hak_page_medium(const hak_page_t *page) {
  * swings by one or two all the time, and giving the slot back to take
  * another (often a slot another class used, whose block boundaries touch
  * other OS pages) cost instructions, page faults and RSS (random_large:
- * docs/design.md, "Memory return").  hak_find_page takes a kept page of its
- * class before a new one.  Kept pages are in no queue and written under the
- * slot lock, so the heap's decay (age: empty for the purge delay), the
- * background purger, malloc_trim from any thread and hak_heap_collect give
- * them back; with a purge delay of 0 (lean) nothing is kept.  Anything else
- * gives its slot back to the segment, where the purge delay and budget
- * apply -- a retained empty large page would hold up to 4 MiB. */
+ * docs/design.md, "Memory return").  A large page is kept likewise (up to
+ * HAK_LARGE_KEEP) if its class cycles -- a block freed and one of its class
+ * asked for right after: given back, its span would merge with free
+ * neighbours and the next page of the class land elsewhere, so the OS pages
+ * the program touches at its blocks' ends would spread ("Empty large
+ * pages") -- and not when realloc moved its block (hak_tls_moving).
+ * hak_find_page takes a kept page of its class before a new one.  Kept
+ * pages are in no queue and written under the slot lock, so the heap's
+ * decay (age: empty for the purge delay), the background purger,
+ * malloc_trim from any thread and hak_heap_collect give them back (and a
+ * new large span that would fault fresh memory in gives back the large
+ * ones first, hak_span_find); with a purge delay of 0 (lean) nothing is
+ * kept.  Anything else gives its slot back to the segment, where the purge
+ * delay and budget apply. */
 void hak_page_retire(hak_page_t *page) {
     hak_heap_t *heap = hak_segment_of(page)->heap;
     hak_page_queue_t *q = &heap->queues[page->class_idx];
+    if (page->kind == HAK_PAGE_LARGE && !hak_tls_moving)
+        __atomic_store_n(&heap->large_freed_seq[page->class_idx], heap->large_seq ? heap->large_seq : 1,
+                         __ATOMIC_RELAXED);
     if (!(page->flags & HAK_PAGE_IN_FULL)) {
         if (page->kind == HAK_PAGE_SMALL) {
             if (q->first == page && page->next == NULL) return;
-        } else if (hak_page_medium(page) && hak_opt.purge_delay_ms != 0 && !(page->flags & HAK_PAGE_SAMPLED)) {
+        } else if (page->kind != HAK_PAGE_HUGE && hak_opt.purge_delay_ms != 0 && !(page->flags & HAK_PAGE_SAMPLED) &&
+                   (page->kind != HAK_PAGE_LARGE ||
+                    (!hak_tls_moving && heap->large_unclaimed < HAK_LARGE_UNCLAIMED &&
+                     hak_large_cycling(heap, page->class_idx)))) {
             hak_queue_remove(heap, page);
-            if (!hak_segment_page_keep(heap, page, HAK_MEDIUM_KEEP)) hak_segment_page_free(heap, page);
+            bool large = page->kind == HAK_PAGE_LARGE;
+            if (hak_segment_page_keep(heap, page, large ? HAK_LARGE_KEEP : HAK_MEDIUM_KEEP))
+                heap->large_unclaimed += large;
+            else
+                hak_segment_page_free(heap, page);
             return;
         }
     }
@@ -250,6 +274,15 @@ void hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page) {
 #define HAK_QUEUE_KEEP_FULL 2
 
 static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
+    if (cls > HAK_CLASS_MEDIUM_LAST) {   /* a large class */
+        /* a class whose page emptied at most HAK_LARGE_CYCLE requests of a
+         * large class ago cycles: it keeps its emptied pages (hak_page_retire) */
+        heap->large_unclaimed = 0;
+        uint32_t seq = heap->large_seq + 1, at = heap->large_freed_seq[cls];
+        __atomic_store_n(&heap->large_seq, seq, __ATOMIC_RELAXED);     /* malloc_trim reads it */
+        if (at && seq - at <= HAK_LARGE_CYCLE && !hak_large_cycling(heap, cls))
+            __atomic_fetch_or(&heap->large_cycling[cls >> 6], (uint64_t)1 << (cls & 63), __ATOMIC_RELAXED);
+    }
     hak_heap_process_delayed(heap);
     hak_page_queue_t *q = &heap->queues[cls];
     /* Reuse freed blocks of any page before carving fresh memory from one:
@@ -270,7 +303,7 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
         }
         page = next;
     }
-    if (!page && hak_class_kind(cls) != HAK_PAGE_SMALL && (page = hak_segment_kept_take(heap, cls)) != NULL) {
+    if (!page && cls > HAK_CLASS_SMALL_LAST && (page = hak_segment_kept_take(heap, cls)) != NULL) {
         /* a kept medium page (hak_page_retire): empty, still formatted */
         hak_queue_push(heap, page, true);
         hak_page_free_collect(page);

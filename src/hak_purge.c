@@ -194,7 +194,7 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
     else if (!hak_purging()) return;            /* HAKMEM_PURGE_DELAY_MS=-1: only malloc_trim purges */
     uint64_t delay = hak_purging() ? hak_delay_ms() : UINT64_MAX;
     uint64_t cut = all ? 0 : delay;             /* age from which every slot goes */
-    /* kept medium pages (hak_segment.c) empty for as long go back to their
+    /* kept medium and large pages (hak_segment.c) empty for as long go back to their
      * slots first, freed when they became empty: age alone decides them */
     uint64_t kept_due = 0;
     if (heap->kept_count) kept_due = hak_segment_kept_release_locked(heap, now, cut, delay);

@@ -58,7 +58,7 @@ void hak_purge_slot_taken(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
  * leaves it (to the cache) with its dirty slots still marked. */
 void hak_purge_segment_joined(hak_heap_t *heap, hak_segment_t *seg, uint64_t now);
 void hak_purge_segment_left(hak_heap_t *heap, hak_segment_t *seg);
-/* A medium page was kept at now (hak_segment_page_keep): the heap's decay
+/* A medium or large page was kept at now (hak_segment_page_keep): the heap's decay
  * is due when it has been kept for the delay. */
 void hak_purge_kept_due(hak_heap_t *heap, uint64_t now);
 /* Kept pages empty for cut ms or more go back (hak_segment.c); returns when

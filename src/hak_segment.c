@@ -58,6 +58,7 @@ static void hak_segment_counted(int delta) {
 #define HAK_SLICES HAK_MAX_PAGES_PER_SEGMENT
 #define HAK_SLICE_SIZE ((size_t)1 << HAK_SLICE_SHIFT)
 #define HAK_LARGE_SPAN_BYTES ((size_t)256 << 10)
+#define HAK_LARGE_STALE 16     /* see hak_kept_release_classes */
 
 static void hak_span_map(hak_segment_t *seg, unsigned head, unsigned n) {
     for (unsigned i = head; i < head + n; i++) seg->slice_page[i] = &seg->pages[head];
@@ -221,8 +222,10 @@ static void hak_span_take(hak_heap_t *heap, hak_segment_t *seg, unsigned head, u
 
 /* A span for a page of class cls in one of the heap's large segments: the
  * free span that fits most tightly, and in it the end with more committed
- * slices.  NULL if none fits. */
-static hak_page_t *hak_span_find(hak_heap_t *heap, unsigned cls, uint64_t now) {
+ * slices.  False if none fits; else *seg_out, *at_out (its first slice),
+ * *head_out (the free span it lies in) and *need_out (its slices). */
+static bool hak_span_best(hak_heap_t *heap, unsigned cls, hak_segment_t **seg_out, unsigned *head_out,
+                          unsigned *at_out, unsigned *need_out) {
     size_t bsize = hak_class_size(cls);
     hak_segment_t *best_seg = NULL;
     unsigned best = 0, best_len = 0, best_need = 0;
@@ -237,7 +240,7 @@ static hak_page_t *hak_span_find(hak_heap_t *heap, unsigned cls, uint64_t now) {
         }
         if (best_seg && best_len == best_need) break;
     }
-    if (!best_seg) return NULL;
+    if (!best_seg) return false;
     hak_segment_t *seg = best_seg;
     unsigned at = best;
     if (best_len > best_need) {                 /* the end may hold more committed slices */
@@ -248,7 +251,29 @@ static hak_page_t *hak_span_find(hak_heap_t *heap, unsigned cls, uint64_t now) {
             at = end_at; best_need = end_need;
         }
     }
-    hak_span_take(heap, seg, best, at, best_need, now);
+    *seg_out = seg; *head_out = best; *at_out = at; *need_out = best_need;
+    return true;
+}
+
+static uint64_t hak_kept_release_classes(hak_heap_t *heap, uint64_t now, uint64_t cut, uint64_t delay,
+                                         unsigned lo, unsigned hi);
+
+/* Take the span hak_span_best picks; NULL if none fits.  A span that is not
+ * all committed would fault fresh memory in: then the large pages other
+ * classes keep (hak_page_retire) go back first, to merge with the free
+ * spans, and the pick is made again. */
+static hak_page_t *hak_span_find(hak_heap_t *heap, unsigned cls, uint64_t now) {
+    hak_segment_t *seg;
+    unsigned head, at, need;
+    bool found = hak_span_best(heap, cls, &seg, &head, &at, &need);
+    uint32_t kept = heap->kept_count;
+    if (kept && (!found || hak_span_dirty(seg, at, need) < need)) {
+        hak_kept_release_classes(heap, now, 0, UINT64_MAX, hak_size_class(HAK_MEDIUM_MAX + 1),
+                                 hak_size_class(HAK_LARGE_MAX));
+        if (heap->kept_count != kept) found = hak_span_best(heap, cls, &seg, &head, &at, &need);
+    }
+    if (!found) return NULL;
+    hak_span_take(heap, seg, head, at, need, now);
     return &seg->pages[at];
 }
 
@@ -275,6 +300,21 @@ static void hak_span_free(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
     hak_span_map(seg, head, n);
 }
 
+static void hak_segment_slot_back(hak_heap_t *heap, hak_page_t *page, uint64_t now, bool decay);
+
+/* Slot lock held: if pg is a page its class keeps empty (heap->kept), give
+ * its slot back, as of when it emptied. */
+static void hak_kept_drop_locked(hak_heap_t *heap, hak_page_t *pg) {
+    for (hak_page_t **pp = &heap->kept[pg->class_idx]; *pp; pp = &(*pp)->next) {
+        if (*pp != pg) continue;
+        *pp = pg->next;
+        pg->next = NULL;
+        __atomic_store_n(&heap->kept_count, heap->kept_count - 1, __ATOMIC_RELAXED);
+        hak_segment_slot_back(heap, pg, pg->freed_at_ms, false);
+        return;
+    }
+}
+
 /* Give a large page whose only live block is its first one a larger class,
  * in place: the block keeps its address and grows into the page's span,
  * which first takes free slices after it if it must (realloc of a growing
@@ -291,6 +331,8 @@ bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
         unsigned next = head + page->span;
         uint64_t now = hak_os_now_ms();
         hak_slots_lock(heap);
+        /* a page its class keeps empty there goes back first */
+        if (next < HAK_SLICES && seg->pages[next].in_use) hak_kept_drop_locked(heap, &seg->pages[next]);
         bool ok = next < HAK_SLICES && !seg->pages[next].in_use && page->span + seg->pages[next].span >= need;
         if (ok) {
             unsigned more = need - page->span;
@@ -449,7 +491,7 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
 }
 
 /* ---- kept pages ----
- * An emptied medium page its owner keeps, still formatted for its class
+ * An emptied medium or large page its owner keeps, still formatted for its class
  * (hak_page_retire), waits in no queue on heap->kept[its class], linked by
  * next and written only under the slot lock: its owner takes it back for a new page
  * of its class (hak_segment_kept_take), and whoever holds the lock -- the
@@ -500,9 +542,10 @@ hak_page_t *hak_segment_kept_take(hak_heap_t *heap, unsigned cls) {
 /* Slot lock held: give back the kept pages empty for cut ms or more (their
  * slots freed when they became empty); returns when the next of the others
  * has been empty for delay ms (0: none left). */
-uint64_t hak_segment_kept_release_locked(hak_heap_t *heap, uint64_t now, uint64_t cut, uint64_t delay) {
+static uint64_t hak_kept_release_classes(hak_heap_t *heap, uint64_t now, uint64_t cut, uint64_t delay,
+                                         unsigned lo, unsigned hi) {
     uint64_t next = 0;
-    for (unsigned c = hak_size_class(HAK_SMALL_MAX + 1); c <= hak_size_class(HAK_MEDIUM_MAX); c++) {
+    for (unsigned c = lo; c <= hi; c++) {
         hak_page_t **pp = &heap->kept[c], *p;
         while ((p = *pp) != NULL) {
             uint64_t at = p->freed_at_ms < now ? p->freed_at_ms : now;
@@ -510,6 +553,13 @@ uint64_t hak_segment_kept_release_locked(hak_heap_t *heap, uint64_t now, uint64_
                 *pp = p->next;
                 p->next = NULL;
                 __atomic_store_n(&heap->kept_count, heap->kept_count - 1, __ATOMIC_RELAXED);
+                /* a large page kept in vain (empty for the delay, or its class
+                 * made no request for HAK_LARGE_STALE large requests): the
+                 * class stops keeping until it cycles again (hak_find_page) */
+                if (p->kind == HAK_PAGE_LARGE &&
+                    (cut != 0 || __atomic_load_n(&heap->large_seq, __ATOMIC_RELAXED) -
+                                     __atomic_load_n(&heap->large_freed_seq[c], __ATOMIC_RELAXED) > HAK_LARGE_STALE))
+                    __atomic_fetch_and(&heap->large_cycling[c >> 6], ~((uint64_t)1 << (c & 63)), __ATOMIC_RELAXED);
                 hak_segment_slot_back(heap, p, at, false);
             } else {
                 if (delay != UINT64_MAX && (next == 0 || at + delay < next)) next = at + delay;
@@ -518,6 +568,11 @@ uint64_t hak_segment_kept_release_locked(hak_heap_t *heap, uint64_t now, uint64_
         }
     }
     return next;
+}
+
+uint64_t hak_segment_kept_release_locked(hak_heap_t *heap, uint64_t now, uint64_t cut, uint64_t delay) {
+    return hak_kept_release_classes(heap, now, cut, delay, hak_size_class(HAK_SMALL_MAX + 1),
+                                    hak_size_class(HAK_LARGE_MAX));
 }
 
 /* Give back every kept page (hak_heap_collect, hakmem_heap_destroy). */

@@ -294,10 +294,18 @@ typedef struct hak_heap_s {
     /* purging (hak_purge.h): the slot lock, and the demand of the heap's free
      * page slots (hak_purge.c), written with the slot lock held */
     _Atomic int slot_lock;
-    hak_page_t *kept[HAK_CLASS_COUNT];     /* per medium class, its emptied pages kept formatted,
+    hak_page_t *kept[HAK_CLASS_COUNT];     /* per medium or large class, its emptied pages kept formatted,
                                               in no queue, linked by next (hak_page_retire,
                                               hak_segment.c): written under slot_lock */
     uint64_t demand_bytes, demand_at_ms, regret_bytes, regret_at_ms;
+    /* large classes that cycle (hak_page_retire, hak_find_page): the owner's
+     * count of requests for a page of a large class, the count when a page
+     * of each class last emptied, and a bit per class that keeps its pages
+     * (cleared under slot_lock when a kept page goes back unused) */
+    uint32_t large_seq;
+    uint32_t large_unclaimed;              /* large pages kept since the last large request */
+    uint32_t large_freed_seq[HAK_CLASS_COUNT];
+    uint64_t large_cycling[(HAK_CLASS_COUNT + 63) / 64];
     /* public heaps (hakmem_heap_new, hak_heap_api.c, docs/heaps.md): a heap
      * no thread has as its default.  parent is the default heap of the
      * thread that made it (NULL for every thread heap): only the thread whose

@@ -15,6 +15,10 @@
 #   memreturn.lazy           MADV_FREE: contents and calloc zeroing
 #   memreturn.speed / lean   the other profiles
 #   memreturn.speed_lazy     speed with MADV_FREE (malloc_trim still returns RSS)
+#   large_spans.*            emptied large pages kept per class
+#                            (tests/test_large_spans.c): placements repeat,
+#                            malloc_trim and the purger give them back, double
+#                            free, fork; balanced, debug, speed, lean, purger
 #   memreturn.nocache        both caches off
 #   stress.purger(_debug)    test_stress with a 1 ms delay and the purger
 source "$(dirname "$0")/lib.sh"
@@ -49,6 +53,26 @@ run_mr memreturn.speed "$REL_SO" 300 HAKMEM_PROFILE=speed --
 run_mr memreturn.speed_lazy "$REL_SO" 300 HAKMEM_PROFILE=speed HAKMEM_PURGE_LAZY=1 --
 run_mr memreturn.lean "$REL_SO" 300 HAKMEM_PROFILE=lean --
 run_mr memreturn.nocache "$REL_SO" 300 HAKMEM_SEGMENT_CACHE=0 HAKMEM_HUGE_CACHE_MB=0 --
+
+LS=$T/test_large_spans
+if need large_spans.glibc "$LS"; then
+    run_bin large_spans.glibc 60 "$LS" -p large_spans.glibc
+fi
+# run_ls NAME SO SECONDS [VAR=VALUE...] -- [test_large_spans arguments]
+run_ls() {
+    local name=$1 so=$2 limit=$3
+    shift 3
+    local envs=()
+    while (($#)) && [[ $1 != -- ]]; do envs+=("$1"); shift; done
+    shift
+    need "$name" "$LS" "$so" || return
+    run_bin "$name" "$limit" env LD_PRELOAD="$so" "${envs[@]}" "$LS" -p "$name" --expect-hakmem "$@"
+}
+run_ls large_spans.balanced "$REL_SO" 120 --
+run_ls large_spans.debug "$DBG_SO" 300 --
+run_ls large_spans.speed "$REL_SO" 120 HAKMEM_PROFILE=speed --
+run_ls large_spans.lean "$REL_SO" 120 HAKMEM_PROFILE=lean --
+run_ls large_spans.purger "$REL_SO" 120 HAKMEM_BACKGROUND_PURGE=1 HAKMEM_PURGE_DELAY_MS=100 HAKMEM_PURGE_BUDGET_KB=-1 -- --only large_kept_purger
 
 if need stress.purger "$T/test_stress" "$REL_SO"; then
     run_bin stress.purger 180 env LD_PRELOAD="$REL_SO" HAKMEM_BACKGROUND_PURGE=1 HAKMEM_PURGE_DELAY_MS=1 \

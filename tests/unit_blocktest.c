@@ -68,10 +68,21 @@ static void test_medium_class_table(void) {
     CHECK(bad == 0);
 }
 
+/* the constants hak_find_page tests classes against agree with
+ * hak_class_kind */
+static void test_class_kind_bounds(void) {
+    for (unsigned cls = 0; cls < HAK_CLASS_COUNT; cls++) {
+        hak_page_kind_t kind = hak_class_kind(cls);
+        CHECKF((kind == HAK_PAGE_SMALL) == (cls <= HAK_CLASS_SMALL_LAST), "class %u: kind %d", cls, kind);
+        CHECKF((kind == HAK_PAGE_LARGE) == (cls > HAK_CLASS_MEDIUM_LAST), "class %u: kind %d", cls, kind);
+    }
+}
+
 int main(int argc, char **argv) {
     chk_prefix = argc > 2 && !strcmp(argv[1], "-p") ? argv[2] : "blocktest";
     RUN_TEST(every_class);
     RUN_TEST(capacity_zero_accepts_nothing);
     RUN_TEST(medium_class_table);
+    RUN_TEST(class_kind_bounds);
     return check_exit_code();
 }

@@ -1,0 +1,377 @@
+/* test_large_spans.c -- large blocks (64 KiB .. 2 MiB; a page is a span of a
+ * large segment's slices): emptied large pages kept per class.
+ *
+ * usage: test_large_spans [-p PREFIX] [--expect-hakmem] [--only NAME]
+ * Runs under LD_PRELOAD (tests/suite_memreturn.sh runs it under several
+ * option settings); a test that only means something under other settings
+ * is skipped.  Contents are checked everywhere; memory return is checked
+ * with RSS from /proc/self/statm against generous bounds.  No timing
+ * asserts.
+ */
+#define _GNU_SOURCE 1
+#include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "testutil.h"
+#include "pattern.h"
+#include "../include/hakmem.h"
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+
+static int expect_hakmem;
+static hak_owns_fn_t owns;
+static const char *only;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static long env_long(const char *name, long dflt)
+{
+    const char *s = getenv(name);
+    return s && *s ? atol(s) : dflt;
+}
+
+static int profile_is(const char *p)
+{
+    const char *s = getenv("HAKMEM_PROFILE");
+    return strcmp(s && *s ? s : "balanced", p) == 0;
+}
+
+static long purge_delay(void)
+{
+    return env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : profile_is("lean") ? 0 : 250);
+}
+
+static void fill(void *p, size_t n, uint64_t tag) { pat_fill(p, n, pat_seed(p, n, tag)); }
+static int intact(const void *p, size_t n, uint64_t tag) { return pat_check(p, n, pat_seed(p, n, tag)) == PAT_OK; }
+
+/* ---- placements repeat ---- */
+
+/* The soak's large slots: a few slots, each with its own size, replaced
+ * over and over; one replacement in four frees the old block only after
+ * the new one is taken (as a block handed to another thread comes back
+ * late).  Each slot's blocks should come back to the same few places: a
+ * class keeps its emptied pages (hak_page_retire), so a slot alternates
+ * between at most the spans it needs at once and the ones kept.  Best fit
+ * over merged free spans instead moved blocks around the segments, so the
+ * OS pages the program touches at a block's ends kept spreading (docs/design.md,
+ * "What is left", the soak). */
+static void test_large_places_repeat(void)
+{
+    if (!owns)
+        SKIP_TEST("hakmem not loaded");
+    if (purge_delay() < 100)
+        SKIP_TEST("needs a purge delay of 100 ms or more (kept pages would age out during the test)");
+    enum { SLOTS = 6, ROUNDS = 6000, WARM = 1000, MAXP = 64, EDGE = 64 };
+    static const size_t sizes[SLOTS] = { 300 * KiB, 540 * KiB, 700 * KiB, 1100 * KiB, 1500 * KiB, 1900 * KiB };
+    static char *cur[SLOTS];
+    static char *seen[SLOTS][MAXP];
+    int nseen[SLOTS] = { 0 }, bad = 0, over = 0;
+    uint64_t rng = 88172645463325252ull;
+    for (int r = 0; r < ROUNDS; r++) {
+        int k = (int)(rnd(&rng) % SLOTS);
+        size_t n = sizes[k];
+        char *old = cur[k];
+        int late = (rnd(&rng) & 3) == 0;
+        if (old) {
+            bad += pat_check(old, EDGE, pat_seed(old, n, (uint64_t)k)) != PAT_OK || old[n - 1] != (char)k;
+            if (!late)
+                free(old);
+        }
+        char *p = malloc(n);
+        CHECK(p != NULL);
+        if (!p)
+            return;
+        pat_fill(p, EDGE, pat_seed(p, n, (uint64_t)k));
+        p[n - 1] = (char)k;
+        if (old && late)
+            free(old);
+        cur[k] = p;
+        if (r < WARM)
+            continue;
+        int i = 0;
+        while (i < nseen[k] && seen[k][i] != p)
+            i++;
+        if (i == nseen[k]) {
+            if (nseen[k] < MAXP)
+                seen[k][nseen[k]++] = p;
+            else
+                over++;
+        }
+    }
+    for (int k = 0; k < SLOTS; k++) {
+        CHECKF(nseen[k] <= 3, "slot %d (%zu bytes): %d places after the warm-up%s", k, sizes[k], nseen[k],
+               over ? " (and more)" : "");
+        free(cur[k]);
+        cur[k] = NULL;
+    }
+    CHECKF(bad == 0, "%d blocks lost their contents", bad);
+}
+
+/* ---- kept pages go back ---- */
+
+enum { KSIZES = 5, KPER = 2 };
+static size_t ksize(int c) { return (size_t)(280 + 350 * c) * KiB; }   /* 280 KiB .. 1.7 MiB */
+
+/* Each size cycles first (a block freed and one of its size asked for right
+ * after: the class keeps its emptied pages from then on); then KPER blocks
+ * of each size are filled wholly, checked and freed, and one more is taken
+ * (the class's request), filled and freed: every class keeps its emptied
+ * pages, about 10 MiB resident. */
+static int fill_and_free(uint64_t tag)
+{
+    static __thread char *b[KSIZES][KPER];
+    int bad = 0;
+    for (int c = 0; c < KSIZES; c++)
+        for (int i = 0; i < 2; i++) {
+            char *p = malloc(ksize(c));
+            bad += p == NULL;
+            free(p);
+        }
+    for (int c = 0; c < KSIZES; c++)
+        for (int i = 0; i < KPER; i++) {
+            b[c][i] = malloc(ksize(c));
+            if (b[c][i])
+                fill(b[c][i], ksize(c), tag + (uint64_t)(c * KPER + i));
+            else
+                bad++;
+        }
+    for (int c = 0; c < KSIZES; c++) {
+        for (int i = 0; i < KPER; i++)
+            if (b[c][i]) {
+                bad += !intact(b[c][i], ksize(c), tag + (uint64_t)(c * KPER + i));
+                free(b[c][i]);
+            }
+        char *p = malloc(ksize(c));
+        if (!p) {
+            bad++;
+            continue;
+        }
+        fill(p, ksize(c), tag + 99);
+        bad += !intact(p, ksize(c), tag + 99);
+        free(p);
+    }
+    return bad;
+}
+
+/* malloc_trim(0) gives back the large pages a class keeps. */
+static void test_large_kept_trim(void)
+{
+    if (!owns)
+        SKIP_TEST("hakmem not loaded");
+    malloc_trim(0);
+    long base = rss_kib();
+    int bad = fill_and_free(10);
+    long idle = rss_kib();
+    malloc_trim(0);
+    long after = rss_kib();
+    CHECKF(bad == 0, "%d blocks lost their contents", bad);
+    CHECKF(after <= base + 1024, "RSS %ld KiB after malloc_trim, %ld before the blocks, %ld after freeing them",
+           after, base, idle);
+}
+
+typedef struct keeper_s {
+    sem_t go, done;
+    int bad;
+} keeper_t;
+
+static void *keeper(void *arg)
+{
+    keeper_t *k = arg;
+    k->bad += fill_and_free(100);
+    sem_post(&k->done);
+    sem_wait(&k->go);                   /* idle until the main thread has measured */
+    return NULL;
+}
+
+/* An idle thread's kept large pages go back with malloc_trim(0) from
+ * another thread, or (purger) by age with HAKMEM_BACKGROUND_PURGE=1. */
+static void kept_other_thread(int purger)
+{
+    long delay = purge_delay();
+    if (purger && (env_long("HAKMEM_BACKGROUND_PURGE", 0) != 1 || delay <= 0 || delay > 1000 ||
+                   env_long("HAKMEM_PURGE_LAZY", 0) || env_long("HAKMEM_PURGE_BUDGET_KB", 0) != -1))
+        SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED, no floor");
+    keeper_t k;
+    memset(&k, 0, sizeof k);
+    sem_init(&k.go, 0, 0);
+    sem_init(&k.done, 0, 0);
+    malloc_trim(0);
+    long base = rss_kib();
+    pthread_t tid;
+    CHECK(pthread_create(&tid, NULL, keeper, &k) == 0);
+    sem_wait(&k.done);
+    long idle = rss_kib(), after = idle;
+    if (purger) {
+        for (int i = 0; i < 40 && after > base + 2 * 1024; i++) {   /* up to 40 delays */
+            sleep_ms(delay);
+            after = rss_kib();
+        }
+    } else {
+        malloc_trim(0);
+        after = rss_kib();
+    }
+    CHECKF(k.bad == 0, "%d blocks lost their contents", k.bad);
+    CHECKF(after <= base + 2 * 1024, "%s left %ld KiB of an idle thread's emptied large pages "
+           "(start %ld KiB, %ld idle)", purger ? "the purger" : "malloc_trim(0)", after - base, base, idle);
+    sem_post(&k.go);
+    pthread_join(tid, NULL);
+    sem_destroy(&k.go);
+    sem_destroy(&k.done);
+}
+
+static void test_large_kept_trim_thread(void)
+{
+    if (!owns)
+        SKIP_TEST("hakmem not loaded");
+    kept_other_thread(0);
+}
+
+static void test_large_kept_purger(void)
+{
+    if (!owns)
+        SKIP_TEST("hakmem not loaded");
+    kept_other_thread(1);
+}
+
+/* ---- misuse and fork ---- */
+
+static int in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        fn(arg);
+        _exit(0);
+    }
+    close(pfd[1]);
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < errlen && (k = read(pfd[0], err + got, errlen - 1 - got)) > 0)
+        got += (size_t)k;
+    err[got] = 0;
+    close(pfd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+static void free_twice(void *arg)
+{
+    size_t size = *(size_t *)arg;
+    char *p = malloc(size);
+    memset(p, 1, size);
+    free(p);                  /* its page empties: kept */
+    free(p);
+}
+
+/* A block freed twice whose page its class keeps empty is still reported. */
+static void test_large_kept_double_free(void)
+{
+    if (!owns)
+        SKIP_TEST("hakmem not loaded");
+    static const size_t sizes[] = { 200 * KiB, 600 * KiB, 2 * MiB };
+    char err[4096];
+    for (size_t i = 0; i < 3; i++) {
+        size_t s = sizes[i];
+        int st = in_child(free_twice, &s, err, sizeof err);
+        CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free of a %zu-byte block: status %#x", s, st);
+        CHECKF(strstr(err, "double free") != NULL, "no double-free report for %zu bytes: %s", s, err);
+    }
+}
+
+/* A child forked while the parent's classes keep emptied large pages takes
+ * them (and new ones) and gives them back; the parent's live blocks keep
+ * their contents either side. */
+static void test_large_kept_fork(void)
+{
+    enum { LIVE = 3 };
+    static char *live[LIVE];
+    for (int i = 0; i < LIVE; i++) {
+        live[i] = malloc(ksize(i));
+        CHECK(live[i] != NULL);
+        if (!live[i])
+            return;
+        fill(live[i], ksize(i), (uint64_t)(500 + i));
+    }
+    int bad = fill_and_free(200);        /* kept pages beside the live blocks */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(60);
+        int cbad = 0;
+        for (int round = 0; round < 20; round++)
+            cbad += fill_and_free((uint64_t)(1000 + round * 100));
+        for (int i = 0; i < LIVE; i++)
+            cbad += !intact(live[i], ksize(i), (uint64_t)(500 + i));
+        malloc_trim(0);
+        cbad += fill_and_free(5000);
+        _exit(cbad ? 1 : 0);
+    }
+    CHECK(pid > 0);
+    int st = 0;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    CHECKF(pid <= 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 0), "child: status %#x", st);
+    bad += fill_and_free(300);
+    for (int i = 0; i < LIVE; i++) {
+        bad += !intact(live[i], ksize(i), (uint64_t)(500 + i));
+        free(live[i]);
+    }
+    CHECKF(bad == 0, "%d blocks lost their contents", bad);
+}
+
+#define RUN(name)                                                             \
+    do {                                                                      \
+        if (!only || !strcmp(only, #name))                                    \
+            RUN_TEST(name);                                                   \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-p") && i + 1 < argc)
+            chk_prefix = argv[++i];
+        else if (!strcmp(argv[i], "--expect-hakmem"))
+            expect_hakmem = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [-p PREFIX] [--expect-hakmem] [--only NAME]\n", argv[0]);
+            return 2;
+        }
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    owns = hak_find_owns();
+    if (expect_hakmem && !owns) {
+        printf("FAIL %s.served: hakmem is not the allocator\n", chk_prefix);
+        return 1;
+    }
+    RUN(large_places_repeat);
+    RUN(large_kept_trim);
+    RUN(large_kept_trim_thread);
+    RUN(large_kept_purger);
+    RUN(large_kept_double_free);
+    RUN(large_kept_fork);
+    return check_exit_code();
+}

@@ -1,6 +1,6 @@
 /* memreturn_medium.h -- the medium-page tests of test_memreturn.c, included
- * by it (uses its globals and helpers: KiB, sleep_ms, env_long, profile_is,
- * fill, intact, hakmem_only, in_child, free_twice, rss_kib): a class of
+ * by it (uses its globals and helpers: KiB, hakmem_only, and those of
+ * memreturn_util.h and testutil.h): a class of
  * 8..64 KiB blocks keeps up to three emptied pages (hak_page_retire), hands
  * out the block freed last, and gives its kept pages back at malloc_trim(0)
  * from any thread, to the background purger and to the decay's age rule. */
@@ -68,13 +68,7 @@ static void test_medium_kept_double_free(void)
     if (!hakmem_only())
         SKIP_TEST("hakmem not loaded");
     static const size_t sizes[] = { 9 * KiB, 20 * KiB, 40 * KiB, 64 * KiB };
-    char err[4096];
-    for (size_t i = 0; i < 4; i++) {
-        size_t s = sizes[i];
-        int st = in_child(free_twice, &s, err, sizeof err);
-        CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free of a %zu-byte block: status %#x", s, st);
-        CHECKF(strstr(err, "double free") != NULL, "no double-free report for %zu bytes: %s", s, err);
-    }
+    check_double_free_reported(sizes, 4);
 }
 
 /* A kept empty page that is used again and empties once more after the
@@ -261,16 +255,7 @@ static void kept_other_thread(int purger)
     malloc_trim(0);                     /* while blocks taken from kept pages live */
     sem_post(&k.go);
     sem_wait(&k.done);                  /* all freed: the thread idles */
-    long idle = rss_kib(), after = idle;
-    if (purger) {
-        for (int i = 0; i < 40 && after > base + 4 * 1024; i++) {   /* up to 40 delays */
-            sleep_ms(delay);
-            after = rss_kib();
-        }
-    } else {
-        malloc_trim(0);
-        after = rss_kib();
-    }
+    long idle = rss_kib(), after = rss_after_release(purger, delay, base + 4 * 1024);
     CHECKF(k.bad == 0, "%d blocks lost their contents", k.bad);
     CHECKF(after <= base + 4 * 1024, "%s left %ld KiB of an idle thread's emptied medium pages "
            "(start %ld KiB, %ld with the blocks, %ld idle)", purger ? "the purger" : "malloc_trim(0)",

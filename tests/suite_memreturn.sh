@@ -28,16 +28,17 @@ if need memreturn.glibc "$BIN"; then
     run_bin memreturn.glibc 120 "$BIN" -p memreturn.glibc
 fi
 
-# run_mr NAME SO SECONDS [VAR=VALUE...] -- [test_memreturn arguments]
-run_mr() {
-    local name=$1 so=$2 limit=$3
-    shift 3
+# run_in BIN NAME SO SECONDS [VAR=VALUE...] -- [the binary's arguments]
+run_in() {
+    local bin=$1 name=$2 so=$3 limit=$4
+    shift 4
     local envs=()
     while (($#)) && [[ $1 != -- ]]; do envs+=("$1"); shift; done
     shift
-    need "$name" "$BIN" "$so" || return
-    run_bin "$name" "$limit" env LD_PRELOAD="$so" "${envs[@]}" "$BIN" -p "$name" --expect-hakmem "$@"
+    need "$name" "$bin" "$so" || return
+    run_bin "$name" "$limit" env LD_PRELOAD="$so" "${envs[@]}" "$bin" -p "$name" --expect-hakmem "$@"
 }
+run_mr() { run_in "$BIN" "$@"; }
 
 for t in free_all_floor thread_churn_reuse slot_same_class adopt_oldest; do
     run_mr memreturn.balanced_$t "$REL_SO" 120 -- --only $t
@@ -58,16 +59,7 @@ LS=$T/test_large_spans
 if need large_spans.glibc "$LS"; then
     run_bin large_spans.glibc 60 "$LS" -p large_spans.glibc
 fi
-# run_ls NAME SO SECONDS [VAR=VALUE...] -- [test_large_spans arguments]
-run_ls() {
-    local name=$1 so=$2 limit=$3
-    shift 3
-    local envs=()
-    while (($#)) && [[ $1 != -- ]]; do envs+=("$1"); shift; done
-    shift
-    need "$name" "$LS" "$so" || return
-    run_bin "$name" "$limit" env LD_PRELOAD="$so" "${envs[@]}" "$LS" -p "$name" --expect-hakmem "$@"
-}
+run_ls() { run_in "$LS" "$@"; }
 run_ls large_spans.balanced "$REL_SO" 120 --
 run_ls large_spans.debug "$DBG_SO" 300 --
 run_ls large_spans.speed "$REL_SO" 120 HAKMEM_PROFILE=speed --

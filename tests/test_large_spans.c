@@ -25,6 +25,7 @@
 #include "testutil.h"
 #include "pattern.h"
 #include "../include/hakmem.h"
+#include "memreturn_util.h"
 
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1024 * 1024)
@@ -33,32 +34,11 @@ static int expect_hakmem;
 static hak_owns_fn_t owns;
 static const char *only;
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-static long env_long(const char *name, long dflt)
-{
-    const char *s = getenv(name);
-    return s && *s ? atol(s) : dflt;
-}
-
-static int profile_is(const char *p)
-{
-    const char *s = getenv("HAKMEM_PROFILE");
-    return strcmp(s && *s ? s : "balanced", p) == 0;
-}
-
 static long purge_delay(void)
 {
     return env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : profile_is("lean") ? 0 : 250);
 }
 
-static void fill(void *p, size_t n, uint64_t tag) { pat_fill(p, n, pat_seed(p, n, tag)); }
-static int intact(const void *p, size_t n, uint64_t tag) { return pat_check(p, n, pat_seed(p, n, tag)) == PAT_OK; }
 
 /* ---- placements repeat ---- */
 
@@ -216,16 +196,7 @@ static void kept_other_thread(int purger)
     pthread_t tid;
     CHECK(pthread_create(&tid, NULL, keeper, &k) == 0);
     sem_wait(&k.done);
-    long idle = rss_kib(), after = idle;
-    if (purger) {
-        for (int i = 0; i < 40 && after > base + 2 * 1024; i++) {   /* up to 40 delays */
-            sleep_ms(delay);
-            after = rss_kib();
-        }
-    } else {
-        malloc_trim(0);
-        after = rss_kib();
-    }
+    long idle = rss_kib(), after = rss_after_release(purger, delay, base + 2 * 1024);
     CHECKF(k.bad == 0, "%d blocks lost their contents", k.bad);
     CHECKF(after <= base + 2 * 1024, "%s left %ld KiB of an idle thread's emptied large pages "
            "(start %ld KiB, %ld idle)", purger ? "the purger" : "malloc_trim(0)", after - base, base, idle);
@@ -251,53 +222,13 @@ static void test_large_kept_purger(void)
 
 /* ---- misuse and fork ---- */
 
-static int in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
-{
-    int pfd[2];
-    if (pipe(pfd) != 0)
-        return -1;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        fn(arg);
-        _exit(0);
-    }
-    close(pfd[1]);
-    size_t got = 0;
-    ssize_t k;
-    while (got + 1 < errlen && (k = read(pfd[0], err + got, errlen - 1 - got)) > 0)
-        got += (size_t)k;
-    err[got] = 0;
-    close(pfd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return st;
-}
-
-static void free_twice(void *arg)
-{
-    size_t size = *(size_t *)arg;
-    char *p = malloc(size);
-    memset(p, 1, size);
-    free(p);                  /* its page empties: kept */
-    free(p);
-}
-
 /* A block freed twice whose page its class keeps empty is still reported. */
 static void test_large_kept_double_free(void)
 {
     if (!owns)
         SKIP_TEST("hakmem not loaded");
     static const size_t sizes[] = { 200 * KiB, 600 * KiB, 2 * MiB };
-    char err[4096];
-    for (size_t i = 0; i < 3; i++) {
-        size_t s = sizes[i];
-        int st = in_child(free_twice, &s, err, sizeof err);
-        CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free of a %zu-byte block: status %#x", s, st);
-        CHECKF(strstr(err, "double free") != NULL, "no double-free report for %zu bytes: %s", s, err);
-    }
+    check_double_free_reported(sizes, 3);
 }
 
 /* A child forked while the parent's classes keep emptied large pages takes
@@ -349,18 +280,8 @@ static void test_large_kept_fork(void)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-p") && i + 1 < argc)
-            chk_prefix = argv[++i];
-        else if (!strcmp(argv[i], "--expect-hakmem"))
-            expect_hakmem = 1;
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
-            only = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [-p PREFIX] [--expect-hakmem] [--only NAME]\n", argv[0]);
-            return 2;
-        }
-    }
+    if (parse_test_args(argc, argv, &expect_hakmem, &only))
+        return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     owns = hak_find_owns();
     if (expect_hakmem && !owns) {

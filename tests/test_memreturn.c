@@ -30,6 +30,7 @@
 #include "testutil.h"
 #include "pattern.h"
 #include "../include/hakmem.h"
+#include "memreturn_util.h"
 
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1024 * 1024)
@@ -39,28 +40,6 @@ static hak_owns_fn_t owns;
 static const char *only;
 
 /* ---- helpers (none of them allocates) ---- */
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
-static long env_long(const char *name, long dflt)
-{
-    const char *s = getenv(name);
-    return s && *s ? atol(s) : dflt;
-}
-static int profile_is(const char *p)
-{
-    const char *s = getenv("HAKMEM_PROFILE");
-    return strcmp(s && *s ? s : "balanced", p) == 0;
-}
-
-/* every byte of every page, so RSS counts the whole block */
-static void fill(void *p, size_t n, uint64_t tag) { pat_fill(p, n, pat_seed(p, n, tag)); }
-static int intact(const void *p, size_t n, uint64_t tag) { return pat_check(p, n, pat_seed(p, n, tag)) == PAT_OK; }
 
 typedef int (*stats_get_fn)(hakmem_stats_t *, size_t);
 static stats_get_fn stats_get;
@@ -174,39 +153,6 @@ static void test_huge_calloc_zero(void)
 }
 
 /* run fn in a child; returns its wait status; its stderr goes to err */
-static int in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
-{
-    int pfd[2];
-    if (pipe(pfd) != 0)
-        return -1;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        fn(arg);
-        _exit(0);
-    }
-    close(pfd[1]);
-    size_t got = 0;
-    ssize_t k;
-    while (got + 1 < errlen && (k = read(pfd[0], err + got, errlen - 1 - got)) > 0)
-        got += (size_t)k;
-    err[got] = 0;
-    close(pfd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return st;
-}
-
-static void free_twice(void *arg)
-{
-    size_t size = *(size_t *)arg;
-    char *p = malloc(size);
-    memset(p, 1, size);
-    free(p);
-    free(p);
-}
 static void free_interior_of_freed(void *arg)
 {
     (void)arg;
@@ -992,18 +938,8 @@ static void test_fork_with_purger(void)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-p") && i + 1 < argc)
-            chk_prefix = argv[++i];
-        else if (!strcmp(argv[i], "--expect-hakmem"))
-            expect_hakmem = 1;
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
-            only = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [-p PREFIX] [--expect-hakmem] [--only NAME]\n", argv[0]);
-            return 2;
-        }
-    }
+    if (parse_test_args(argc, argv, &expect_hakmem, &only))
+        return 2;
     setvbuf(stdout, NULL, _IOLBF, 0);
     owns = hak_find_owns();
     if (expect_hakmem && !owns) {

@@ -1,0 +1,121 @@
+/* memreturn_util.h -- helpers of the memory-return tests (test_memreturn.c,
+ * test_large_spans.c): the environment a test runs under, pattern fills, a
+ * function run in a forked child whose stderr comes back, and the double
+ * free every kept page must still report.  Include after check.h,
+ * pattern.h and the system headers (fork, pipe, nanosleep, waitpid). */
+#ifndef HAK_TEST_MEMRETURN_UTIL_H
+#define HAK_TEST_MEMRETURN_UTIL_H
+
+__attribute__((unused)) static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+__attribute__((unused)) static long env_long(const char *name, long dflt)
+{
+    const char *s = getenv(name);
+    return s && *s ? atol(s) : dflt;
+}
+
+__attribute__((unused)) static int profile_is(const char *p)
+{
+    const char *s = getenv("HAKMEM_PROFILE");
+    return strcmp(s && *s ? s : "balanced", p) == 0;
+}
+
+/* every byte of every page, so RSS counts the whole block */
+__attribute__((unused)) static void fill(void *p, size_t n, uint64_t tag) { pat_fill(p, n, pat_seed(p, n, tag)); }
+__attribute__((unused)) static int intact(const void *p, size_t n, uint64_t tag)
+{
+    return pat_check(p, n, pat_seed(p, n, tag)) == PAT_OK;
+}
+
+/* fn(arg) in a forked child; its stderr in err; returns the wait status */
+__attribute__((unused)) static int in_child(void (*fn)(void *), void *arg, char *err, size_t errlen)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        fn(arg);
+        _exit(0);
+    }
+    close(pfd[1]);
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < errlen && (k = read(pfd[0], err + got, errlen - 1 - got)) > 0)
+        got += (size_t)k;
+    err[got] = 0;
+    close(pfd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+/* a block of *(size_t *)arg bytes, written, freed twice (its page empties
+ * at the first free: kept, or cached) */
+__attribute__((unused)) static void free_twice(void *arg)
+{
+    size_t size = *(size_t *)arg;
+    char *p = malloc(size);
+    memset(p, 1, size);
+    free(p);
+    free(p);
+}
+
+/* For each size: a double free aborts the child with a double-free report. */
+__attribute__((unused)) static void check_double_free_reported(const size_t *sizes, size_t n)
+{
+    char err[4096];
+    for (size_t i = 0; i < n; i++) {
+        size_t s = sizes[i];
+        int st = in_child(free_twice, &s, err, sizeof err);
+        CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free of a %zu-byte block: status %#x", s, st);
+        CHECKF(strstr(err, "double free") != NULL, "no double-free report for %zu bytes: %s", s, err);
+    }
+}
+
+/* An idle thread's memory goes back: with the background purger, wait up
+ * to 40 purge delays for RSS to fall to goal KiB; else call malloc_trim(0).
+ * Returns the RSS then. */
+__attribute__((unused)) static long rss_after_release(int purger, long delay, long goal)
+{
+    long after = rss_kib();
+    if (purger) {
+        for (int i = 0; i < 40 && after > goal; i++) {
+            sleep_ms(delay);
+            after = rss_kib();
+        }
+    } else {
+        malloc_trim(0);
+        after = rss_kib();
+    }
+    return after;
+}
+
+/* The test programs' arguments: -p PREFIX, --expect-hakmem, --only NAME.
+ * Returns 0, or 2 after printing the usage. */
+__attribute__((unused)) static int parse_test_args(int argc, char **argv, int *expect, const char **only_name)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-p") && i + 1 < argc)
+            chk_prefix = argv[++i];
+        else if (!strcmp(argv[i], "--expect-hakmem"))
+            *expect = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            *only_name = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [-p PREFIX] [--expect-hakmem] [--only NAME]\n", argv[0]);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+#endif /* HAK_TEST_MEMRETURN_UTIL_H */

@@ -116,12 +116,9 @@ static void hak_huge_give_back(const hak_piece_t *p) {
     if (!hak_cache_huge_put(p->seg, p->size, p->dirty, false)) hak_huge_release(p->seg, p->size);
 }
 
-/* A new mapping of need bytes (aligned to align) made of cached mappings
- * that are each smaller: their pages move into one reservation, nothing is
- * copied, and what they do not cover is fresh memory.  *dirty: how many of
- * its first bytes may be non-zero.  NULL if the kernel refuses (the pieces
- * go back to the cache, or are lost to the OS if already moved). */
-static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, size_t align, size_t *dirty) {
+/* Pieces taken from the cache that hold need bytes or more: the last one
+ * gives what lies beyond need back to the cache. */
+static void hak_pieces_trim(hak_piece_t *pc, size_t n, size_t need) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += pc[i].size;
     if (total > need) {                        /* the last piece holds more than is missing */
@@ -129,26 +126,47 @@ static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, s
         hak_huge_split(pc[n - 1].seg, pc[n - 1].size, keep, &pc[n - 1].dirty, false);
         pc[n - 1].size = keep;
     }
+}
+
+/* Move the pieces' pages into the reservation dest, one after the other
+ * from off: each replaces part of the (counted) reservation.  A piece the
+ * kernel will not move stays where it is, cached; its part of dest stays
+ * fresh memory (made writable here if commit).  False if such a commit
+ * failed.  *dirty: the end, from dest, of the last moved piece that may
+ * hold non-zero bytes (0: none). */
+static bool hak_pieces_move(hak_piece_t *pc, size_t n, uint8_t *dest, size_t off, bool commit, size_t *dirty) {
+    bool ok = true;
+    *dirty = 0;
+    for (size_t i = 0; i < n; i++) {
+        hak_huge_mark(pc[i].seg, pc[i].size, false);
+        if (hak_os_remap(pc[i].seg, pc[i].size, pc[i].size, dest + off)) {
+            hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)pc[i].size);
+            if (pc[i].dirty) *dirty = off + pc[i].dirty;
+        } else {                               /* it stays where it is; that part is fresh */
+            hak_huge_mark(pc[i].seg, pc[i].size, true);
+            hak_huge_give_back(&pc[i]);
+            if (commit) ok = ok && hak_os_commit(dest + off, pc[i].size);
+        }
+        off += pc[i].size;
+    }
+    return ok;
+}
+
+/* A new mapping of need bytes (aligned to align) made of cached mappings
+ * that are each smaller: their pages move into one reservation, nothing is
+ * copied, and what they do not cover is fresh memory.  *dirty: how many of
+ * its first bytes may be non-zero.  NULL if the kernel refuses (the pieces
+ * go back to the cache, or are lost to the OS if already moved). */
+static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, size_t align, size_t *dirty) {
+    hak_pieces_trim(pc, n, need);
     uint8_t *dest = hak_os_reserve_aligned(need, align);
     if (!dest) {
         for (size_t i = 0; i < n; i++) hak_huge_give_back(&pc[i]);
         return NULL;
     }
-    size_t off = 0, d = 0;
-    bool ok = true;
-    for (size_t i = 0; i < n; i++) {
-        hak_huge_mark(pc[i].seg, pc[i].size, false);
-        if (hak_os_remap(pc[i].seg, pc[i].size, pc[i].size, dest + off)) {
-            /* its pages replace part of the (counted) reservation */
-            hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)pc[i].size);
-            if (pc[i].dirty) d = off + pc[i].dirty;
-        } else {                               /* it stays where it is; that part is fresh */
-            hak_huge_mark(pc[i].seg, pc[i].size, true);
-            hak_huge_give_back(&pc[i]);
-            ok = ok && hak_os_commit(dest + off, pc[i].size);
-        }
-        off += pc[i].size;
-    }
+    size_t d, off = 0;
+    for (size_t i = 0; i < n; i++) off += pc[i].size;
+    bool ok = hak_pieces_move(pc, n, dest, 0, true, &d);
     if (off < need) ok = ok && hak_os_commit(dest + off, need - off);
     if (!ok) {
         hak_os_unmap(dest, need);
@@ -228,13 +246,7 @@ static hak_segment_t *hak_huge_grow_cached(hak_segment_t *seg, size_t old_map, s
     size_t extra = new_map - old_map;
     size_t n = hak_cache_huge_take(extra, HAK_SEGMENT_SIZE, pc, HAK_HUGE_PIECES);
     if (n == 0) return NULL;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) total += pc[i].size;
-    if (total > extra) {                       /* the last piece holds more than is missing */
-        size_t keep = extra - (total - pc[n - 1].size), d = pc[n - 1].dirty;
-        hak_huge_split(pc[n - 1].seg, pc[n - 1].size, keep, &d, false);
-        pc[n - 1].size = keep;
-    }
+    hak_pieces_trim(pc, n, extra);
     uint8_t *dest = hak_os_reserve_aligned(new_map, HAK_SEGMENT_SIZE);
     bool ok = dest && hak_os_commit(dest + old_map, extra);
     if (ok) {
@@ -247,20 +259,21 @@ static hak_segment_t *hak_huge_grow_cached(hak_segment_t *seg, size_t old_map, s
         for (size_t i = 0; i < n; i++) hak_huge_give_back(&pc[i]);
         return NULL;
     }
-    /* the block's pages replace part of the (counted) reservation */
+    /* the block's pages replace part of the (counted) reservation; its new
+     * part is writable already */
     hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)old_map);
-    size_t off = old_map;
-    for (size_t i = 0; i < n; i++) {
-        hak_huge_mark(pc[i].seg, pc[i].size, false);
-        if (hak_os_remap(pc[i].seg, pc[i].size, pc[i].size, dest + off)) {
-            hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, -(int64_t)pc[i].size);
-        } else {                               /* it stays where it is; that part stays fresh */
-            hak_huge_mark(pc[i].seg, pc[i].size, true);
-            hak_huge_give_back(&pc[i]);
-        }
-        off += pc[i].size;
-    }
+    size_t dirty;
+    hak_pieces_move(pc, n, dest, old_map, false, &dirty);
     return (hak_segment_t *)dest;
+}
+
+/* A huge block whose mapping grew from old_map to new_map bytes where it
+ * lies (its block starts offset bytes in). */
+static void hak_huge_grown_in_place(hak_segment_t *seg, size_t old_map, size_t new_map, size_t offset) {
+    seg->map_size = new_map;
+    seg->pages[0].block_size = seg->pages[0].area = new_map - offset;
+    hak_huge_mark(seg, new_map, true);
+    hak_cache_huge_live((int64_t)(new_map - old_map));
 }
 
 /* Resize a huge block by moving pages, never copying them.  Shrinking gives
@@ -295,10 +308,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         }
         if (next.size >= new_map - old_map ||
             hak_os_remap(seg, old_map + next.size, new_map, NULL)) {   /* and the space after it */
-            seg->map_size = new_map;
-            page->block_size = page->area = new_map - offset;
-            hak_huge_mark(seg, new_map, true);
-            hak_cache_huge_live((int64_t)(new_map - old_map));
+            hak_huge_grown_in_place(seg, old_map, new_map, offset);
             return p;
         }
         hak_huge_give_back(&next);
@@ -306,11 +316,8 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     hak_heap_t *owner = hak_huge_hooks.hold ? hak_huge_hooks.hold(seg) : NULL;   /* a public heap's block stays its */
     hak_segment_t *moved = hak_huge_grow_cached(seg, old_map, new_map);
     if (!moved && hak_os_remap(seg, old_map, new_map, NULL)) {
-        seg->map_size = new_map;
-        page->block_size = page->area = new_map - offset;
-        hak_huge_mark(seg, new_map, true);
+        hak_huge_grown_in_place(seg, old_map, new_map, offset);
         if (owner) hak_huge_hooks.unhold(owner, seg);
-        hak_cache_huge_live((int64_t)(new_map - old_map));
         return p;
     }
     if (!moved) moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);

@@ -341,6 +341,14 @@ HAK_INLINE hak_block_t **hak_medium_list(hak_page_t *page) {
     return (hak_block_t **)((char *)page + back * offsetof(hak_page_t, local_free));
 }
 
+/* No remote frees wait on page and no delayed frees on heap: what the quick
+ * refills (the page's own local_free, a swap with the next page) may skip,
+ * since collecting those is hak_find_page's job. */
+HAK_INLINE bool hak_nothing_to_collect(const hak_heap_t *heap, hak_page_t *page) {
+    return atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL;
+}
+
 /* Hand out the head of list, a list of page's. */
 HAK_INLINE void *hak_page_pop(hak_heap_t *heap, hak_page_t *page, hak_block_t **list, unsigned cls) {
     hak_block_t *b = *list;
@@ -374,8 +382,7 @@ static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
     if (page && !page->free) {
         /* The common refill: this thread's own frees become the allocation
          * list, when no remote or delayed frees wait to be collected. */
-        if (page->local_free && atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
-            atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
+        if (page->local_free && hak_nothing_to_collect(heap, page)) {
             page->free = page->local_free;
             page->local_free = NULL;
             hak_page_check(page);   /* debug build */
@@ -412,8 +419,7 @@ void *hak_malloc_slow(size_t size, hak_heap_t *heap) {
              * those are hak_find_page's to collect. */
             hak_page_t *next = page->next;
             if (next != NULL && (next->free != NULL || next->local_free != NULL) &&
-                atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
-                atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL) {
+                hak_nothing_to_collect(heap, page)) {
                 hak_queue_swap_first(&heap->queues[cls], page, next);
                 return hak_page_pop(heap, next, hak_medium_list(next), cls);
             }

@@ -268,8 +268,7 @@ static hak_page_t *hak_span_find(hak_heap_t *heap, unsigned cls, uint64_t now) {
     bool found = hak_span_best(heap, cls, &seg, &head, &at, &need);
     uint32_t kept = heap->kept_count;
     if (kept && (!found || hak_span_dirty(seg, at, need) < need)) {
-        hak_kept_release_classes(heap, now, 0, UINT64_MAX, hak_size_class(HAK_MEDIUM_MAX + 1),
-                                 hak_size_class(HAK_LARGE_MAX));
+        hak_kept_release_classes(heap, now, 0, UINT64_MAX, HAK_CLASS_MEDIUM_LAST + 1, HAK_CLASS_COUNT - 1);
         if (heap->kept_count != kept) found = hak_span_best(heap, cls, &seg, &head, &at, &need);
     }
     if (!found) return NULL;
@@ -302,15 +301,21 @@ static void hak_span_free(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
 
 static void hak_segment_slot_back(hak_heap_t *heap, hak_page_t *page, uint64_t now, bool decay);
 
+/* Slot lock held: the kept page *pp leaves its class's kept list. */
+static hak_page_t *hak_kept_unlink(hak_heap_t *heap, hak_page_t **pp) {
+    hak_page_t *p = *pp;
+    *pp = p->next;
+    p->next = NULL;
+    __atomic_store_n(&heap->kept_count, heap->kept_count - 1, __ATOMIC_RELAXED);   /* the owner peeks */
+    return p;
+}
+
 /* Slot lock held: if pg is a page its class keeps empty (heap->kept), give
  * its slot back, as of when it emptied. */
 static void hak_kept_drop_locked(hak_heap_t *heap, hak_page_t *pg) {
     for (hak_page_t **pp = &heap->kept[pg->class_idx]; *pp; pp = &(*pp)->next) {
         if (*pp != pg) continue;
-        *pp = pg->next;
-        pg->next = NULL;
-        __atomic_store_n(&heap->kept_count, heap->kept_count - 1, __ATOMIC_RELAXED);
-        hak_segment_slot_back(heap, pg, pg->freed_at_ms, false);
+        hak_segment_slot_back(heap, hak_kept_unlink(heap, pp), pg->freed_at_ms, false);
         return;
     }
 }
@@ -529,12 +534,7 @@ bool hak_segment_page_keep(hak_heap_t *heap, hak_page_t *page, unsigned max) {
 hak_page_t *hak_segment_kept_take(hak_heap_t *heap, unsigned cls) {
     if (__atomic_load_n(&heap->kept_count, __ATOMIC_RELAXED) == 0) return NULL;
     hak_slots_lock(heap);
-    hak_page_t *p = heap->kept[cls];
-    if (p) {
-        heap->kept[cls] = p->next;
-        p->next = NULL;
-        __atomic_store_n(&heap->kept_count, heap->kept_count - 1, __ATOMIC_RELAXED);
-    }
+    hak_page_t *p = heap->kept[cls] ? hak_kept_unlink(heap, &heap->kept[cls]) : NULL;
     hak_slots_unlock(heap);
     return p;
 }
@@ -550,9 +550,7 @@ static uint64_t hak_kept_release_classes(hak_heap_t *heap, uint64_t now, uint64_
         while ((p = *pp) != NULL) {
             uint64_t at = p->freed_at_ms < now ? p->freed_at_ms : now;
             if (now - at >= cut) {
-                *pp = p->next;
-                p->next = NULL;
-                __atomic_store_n(&heap->kept_count, heap->kept_count - 1, __ATOMIC_RELAXED);
+                hak_kept_unlink(heap, pp);
                 /* a large page kept in vain (empty for the delay, or its class
                  * made no request for HAK_LARGE_STALE large requests): the
                  * class stops keeping until it cycles again (hak_find_page) */
@@ -571,8 +569,7 @@ static uint64_t hak_kept_release_classes(hak_heap_t *heap, uint64_t now, uint64_
 }
 
 uint64_t hak_segment_kept_release_locked(hak_heap_t *heap, uint64_t now, uint64_t cut, uint64_t delay) {
-    return hak_kept_release_classes(heap, now, cut, delay, hak_size_class(HAK_SMALL_MAX + 1),
-                                    hak_size_class(HAK_LARGE_MAX));
+    return hak_kept_release_classes(heap, now, cut, delay, HAK_CLASS_SMALL_LAST + 1, HAK_CLASS_COUNT - 1);
 }
 
 /* Give back every kept page (hak_heap_collect, hakmem_heap_destroy). */

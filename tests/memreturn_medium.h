@@ -79,7 +79,7 @@ static void test_medium_kept_aged(void)
 {
     if (!hakmem_only())
         SKIP_TEST("hakmem not loaded");
-    long delay = env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : profile_is("lean") ? 0 : 250);
+    long delay = purge_delay();
     if (delay <= 0 || delay > 1000)
         SKIP_TEST("needs a purge delay of 1..1000 ms");
     enum { N = 24 };
@@ -189,10 +189,6 @@ static void test_medium_kept_trim(void)
  * background purger and no call at all (purger 1).  Both fail on
  * c773841, whose kept pages sat in the owner's class queue. */
 enum { KEEP_SIZES = 15, KEEP_PER = 40 };
-typedef struct keeper_s {
-    sem_t go, done;
-    int bad;
-} keeper_t;
 
 static size_t keep_size(int c) { return 8 * KiB + (size_t)c * 4 * KiB; }
 
@@ -238,19 +234,13 @@ static void *keeper(void *arg)
 
 static void kept_other_thread(int purger)
 {
-    long delay = env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : profile_is("lean") ? 0 : 250);
+    long delay = purge_delay();
     if (purger && (env_long("HAKMEM_BACKGROUND_PURGE", 0) != 1 || delay <= 0 || delay > 1000 ||
                    env_long("HAKMEM_PURGE_LAZY", 0)))
         SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED");
     keeper_t k;
-    memset(&k, 0, sizeof k);
-    sem_init(&k.go, 0, 0);
-    sem_init(&k.done, 0, 0);
-    malloc_trim(0);
-    long base = rss_kib();
     pthread_t tid;
-    CHECK(pthread_create(&tid, NULL, keeper, &k) == 0);
-    sem_wait(&k.done);
+    long base = keeper_start(&k, keeper, &tid);
     long full = rss_kib();
     malloc_trim(0);                     /* while blocks taken from kept pages live */
     sem_post(&k.go);
@@ -260,10 +250,7 @@ static void kept_other_thread(int purger)
     CHECKF(after <= base + 4 * 1024, "%s left %ld KiB of an idle thread's emptied medium pages "
            "(start %ld KiB, %ld with the blocks, %ld idle)", purger ? "the purger" : "malloc_trim(0)",
            after - base, base, full, idle);
-    sem_post(&k.go);
-    pthread_join(tid, NULL);
-    sem_destroy(&k.go);
-    sem_destroy(&k.done);
+    keeper_stop(&k, tid);
 }
 
 static void test_medium_kept_trim_thread(void)

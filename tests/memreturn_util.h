@@ -25,6 +25,13 @@ __attribute__((unused)) static int profile_is(const char *p)
     return strcmp(s && *s ? s : "balanced", p) == 0;
 }
 
+/* the purge delay of the profile the test runs under (HAKMEM_PURGE_DELAY_MS
+ * or the profile's default) */
+__attribute__((unused)) static long purge_delay(void)
+{
+    return env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : profile_is("lean") ? 0 : 250);
+}
+
 /* every byte of every page, so RSS counts the whole block */
 __attribute__((unused)) static void fill(void *p, size_t n, uint64_t tag) { pat_fill(p, n, pat_seed(p, n, tag)); }
 __attribute__((unused)) static int intact(const void *p, size_t n, uint64_t tag)
@@ -97,6 +104,35 @@ __attribute__((unused)) static long rss_after_release(int purger, long delay, lo
         after = rss_kib();
     }
     return after;
+}
+
+/* A thread that keeps pages for a test: it signals done when its blocks are
+ * out (and again when they are freed), and waits for go. */
+typedef struct keeper_s {
+    sem_t go, done;
+    int bad;
+} keeper_t;
+
+/* Start fn(k) after malloc_trim(0) and wait for its first done; returns the
+ * RSS from before it started.  keeper_stop ends it. */
+__attribute__((unused)) static long keeper_start(keeper_t *k, void *(*fn)(void *), pthread_t *tid)
+{
+    memset(k, 0, sizeof *k);
+    sem_init(&k->go, 0, 0);
+    sem_init(&k->done, 0, 0);
+    malloc_trim(0);
+    long base = rss_kib();
+    CHECK(pthread_create(tid, NULL, fn, k) == 0);
+    sem_wait(&k->done);
+    return base;
+}
+
+__attribute__((unused)) static void keeper_stop(keeper_t *k, pthread_t tid)
+{
+    sem_post(&k->go);
+    pthread_join(tid, NULL);
+    sem_destroy(&k->go);
+    sem_destroy(&k->done);
 }
 
 /* The test programs' arguments: -p PREFIX, --expect-hakmem, --only NAME.

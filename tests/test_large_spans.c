@@ -34,11 +34,6 @@ static int expect_hakmem;
 static hak_owns_fn_t owns;
 static const char *only;
 
-static long purge_delay(void)
-{
-    return env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : profile_is("lean") ? 0 : 250);
-}
-
 
 /* ---- placements repeat ---- */
 
@@ -165,10 +160,6 @@ static void test_large_kept_trim(void)
            after, base, idle);
 }
 
-typedef struct keeper_s {
-    sem_t go, done;
-    int bad;
-} keeper_t;
 
 static void *keeper(void *arg)
 {
@@ -188,22 +179,13 @@ static void kept_other_thread(int purger)
                    env_long("HAKMEM_PURGE_LAZY", 0) || env_long("HAKMEM_PURGE_BUDGET_KB", 0) != -1))
         SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED, no floor");
     keeper_t k;
-    memset(&k, 0, sizeof k);
-    sem_init(&k.go, 0, 0);
-    sem_init(&k.done, 0, 0);
-    malloc_trim(0);
-    long base = rss_kib();
     pthread_t tid;
-    CHECK(pthread_create(&tid, NULL, keeper, &k) == 0);
-    sem_wait(&k.done);
+    long base = keeper_start(&k, keeper, &tid);
     long idle = rss_kib(), after = rss_after_release(purger, delay, base + 2 * 1024);
     CHECKF(k.bad == 0, "%d blocks lost their contents", k.bad);
     CHECKF(after <= base + 2 * 1024, "%s left %ld KiB of an idle thread's emptied large pages "
            "(start %ld KiB, %ld idle)", purger ? "the purger" : "malloc_trim(0)", after - base, base, idle);
-    sem_post(&k.go);
-    pthread_join(tid, NULL);
-    sem_destroy(&k.go);
-    sem_destroy(&k.done);
+    keeper_stop(&k, tid);
 }
 
 static void test_large_kept_trim_thread(void)

@@ -116,11 +116,16 @@ void hak_page_free_collect(hak_page_t *page) {
     }
 }
 
-/* Carve fresh blocks (about 4 KiB worth) from the never-used tail. */
+/* Carve fresh blocks from the never-used tail: about 4 KiB worth, and one
+ * block at a time from 4 KiB up.  Carving writes each block's link, so it
+ * touches one OS page per block of 4 KiB or more: a class that needs one
+ * block more than ever before (a block another thread frees late) then
+ * commits that block's pages and no others (the soak's drift: design.md,
+ * "What is left"). */
 static void hak_page_extend(hak_page_t *page) {
     size_t bsize = page->block_size;
     uint32_t n = page->reserved - page->capacity;
-    uint32_t step = bsize >= 1024 ? 4 : (uint32_t)(4096 / bsize);
+    uint32_t step = bsize >= 4096 ? 1 : bsize >= 1024 ? 4 : (uint32_t)(4096 / bsize);
     if (n > step) n = step;
     uint8_t *first = page->start + (size_t)page->capacity * bsize;
     for (uint32_t i = 0; i + 1 < n; i++) ((hak_block_t *)(first + i * bsize))->next = (hak_block_t *)(first + (i + 1) * bsize);

@@ -145,6 +145,46 @@ static void test_medium_kept_lifo(void)
            s, same, tries);
 }
 
+/* A page carves blocks of 4 KiB and more one at a time: a class that needs
+ * one block more than before commits that block and not the next ones (a
+ * carve of four wrote the links of three blocks nobody asked for).  In a
+ * child, after malloc_trim(0) purged every free page slot: a new 40 KiB
+ * block is written at both ends, and the OS pages where the two blocks after
+ * it start stay out of memory (the next block may start in the new block's
+ * last OS page). */
+static void carve_one_child(void *arg)
+{
+    (void)arg;
+    const size_t s = 40 * KiB;
+    malloc_trim(0);
+    char *p = malloc(s);
+    if (!p)
+        _exit(3);
+    p[0] = p[s - 1] = 1;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), size = malloc_usable_size(p);
+    for (int k = 2; k <= 3; k++) {
+        unsigned char in = 0;
+        if (mincore((void *)(((uintptr_t)p + k * size) & ~(pg - 1)), pg, &in) != 0)
+            _exit(4);
+        if (in & 1) {
+            fprintf(stderr, "block %d after a new %zu-byte block is in memory", k, s);
+            _exit(5);
+        }
+    }
+    free(p);
+}
+
+static void test_medium_carve_one(void)
+{
+    if (!hakmem_only())
+        SKIP_TEST("hakmem not loaded");
+    if (env_long("HAKMEM_PURGE_LAZY", 0))
+        SKIP_TEST("needs MADV_DONTNEED (malloc_trim empties the free slots)");
+    char err[256];
+    int st = in_child(carve_one_child, NULL, err, sizeof err);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d: %s", st, err);
+}
+
 /* Medium pages kept empty go back with malloc_trim(0): a program that
  * filled and freed several pages of a few medium classes is back near where
  * it started. */

@@ -962,6 +962,7 @@ int main(int argc, char **argv)
     RUN(medium_kept_trim);
     RUN(medium_kept_aged);
     RUN(medium_kept_lifo);
+    RUN(medium_carve_one);
     RUN(trim_reaches_threads);
     RUN(purger_idle);
     RUN(medium_kept_trim_thread);

@@ -13,6 +13,17 @@
  *                  run over the first half, after a 10% warm-up (0 = stable)
  *   syscalls_per_op (mmap+munmap+madvise+mremap) / operations, from hakmem's
  *                  own counters (hakmem_stats_get), -1 under other allocators
+ *   program_grew   how many (thread, size class) pairs reached more live
+ *                  blocks in the second half than in the first: the
+ *                  program's own demand, whatever the allocator.  A class
+ *                  holds one block more than its slots while the block just
+ *                  handed over waits for the neighbour's free; two more when
+ *                  the neighbour is descheduled between taking a block out
+ *                  of its hand-off slot and freeing it (2 threads on 2
+ *                  shared cores), which happens at any time.  Classes are
+ *                  hakmem's (8 a doubling above 128 B): an allocator with
+ *                  coarser classes may absorb some of these.  A drift with
+ *                  program_grew 0 is the allocator's own.
  */
 #include "bench_common.h"
 #include <pthread.h>
@@ -24,6 +35,35 @@ typedef struct { void *p; size_t n; uint8_t tag; } slot_t;
 typedef struct { int id; uint64_t seed; _Atomic(void *) handoff; uint64_t ops; int bad; } worker_t;
 
 static _Atomic int stop;
+
+/* The program's own live blocks per (thread, size class) and their peak in
+ * each half (program_grew, above).  A handed-over block carries its owner
+ * and size in bytes 1-7 (the verified bytes are the first and the last). */
+#define CLASSES 128
+static _Atomic int half;                    /* 0 first half (from the warm-up), 1 second */
+static _Atomic long (*live)[CLASSES], (*live_peak)[2][CLASSES];
+static unsigned size_class(size_t size) {
+    if (size <= 128) return size <= 16 ? 0 : (unsigned)((size - 1) >> 4);
+    size_t s = size - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzl(s);
+    return 8u + (k - 7u) * 8u + (unsigned)((s >> (k - 3)) & 7u);
+}
+static size_t class_max(unsigned c) {          /* the largest size of class c */
+    if (c < 8) return 16 * (size_t)(c + 1);
+    unsigned k = 7 + (c - 8) / 8;
+    return ((size_t)1 << k) + ((size_t)((c - 8) % 8 + 1) << (k - 3));
+}
+static void live_add(int owner, size_t n, long d) {
+    unsigned c = size_class(n);
+    long v = atomic_fetch_add_explicit(&live[owner][c], d, memory_order_relaxed) + d;
+    _Atomic long *peak = &live_peak[owner][atomic_load_explicit(&half, memory_order_relaxed)][c];
+    long m = atomic_load_explicit(peak, memory_order_relaxed);
+    while (v > m && !atomic_compare_exchange_weak_explicit(peak, &m, v, memory_order_relaxed,
+                                                           memory_order_relaxed)) {}
+}
+static void handed_freed(unsigned char *p) {   /* a handed-over block, freed by either thread */
+    if (p) live_add(p[2], ((uint32_t *)p)[1], -1);
+}
 static worker_t *workers;
 static int nthreads;
 
@@ -47,9 +87,13 @@ static void *work(void *arg) {
                 unsigned char *p = s[i].p;
                 if (p[0] != s[i].tag || p[s[i].n - 1] != s[i].tag) w->bad++;
                 if ((bench_rng_next(&r) & 7) == 0) {       /* hand over: the neighbour frees it */
+                    p[2] = (unsigned char)w->id;
+                    ((uint32_t *)p)[1] = (uint32_t)s[i].n;
                     void *old = atomic_exchange(&workers[(w->id + 1) % nthreads].handoff, p);
+                    handed_freed(old);
                     free(old);
                 } else {
+                    live_add(w->id, s[i].n, -1);
                     free(p);
                 }
                 s[i].p = NULL;
@@ -58,13 +102,16 @@ static void *work(void *arg) {
             size_t n = s[i].n;
             unsigned char *p = malloc(n);
             if (!p) { w->bad++; continue; }
+            live_add(w->id, n, 1);
             s[i].tag = (uint8_t)(i * 31 + 7 + w->ops);
             memset(p, s[i].tag, n < 64 ? n : 64);
             p[n - 1] = s[i].tag;
             s[i].p = p;
             w->ops++;
         }
-        free(atomic_exchange(&w->handoff, NULL));
+        unsigned char *handed = atomic_exchange(&w->handoff, NULL);
+        handed_freed(handed);
+        free(handed);
     }
     for (size_t i = 0; i < SLOTS; i++) free(s[i].p);
     free(s);
@@ -78,7 +125,11 @@ int main(int argc, char **argv) {
     if (seconds < 2 || nthreads < 1) bench_die("SECONDS >= 2 and THREADS >= 1");
     int (*stats_get)(void *, size_t) = (int (*)(void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_stats_get");
     static hakmem_stats_t st0, st1;
+    if (nthreads > 256) bench_die("THREADS <= 256");
     workers = calloc((size_t)nthreads, sizeof *workers);
+    live = calloc((size_t)nthreads, sizeof *live);
+    live_peak = calloc((size_t)nthreads, sizeof *live_peak);
+    if (!workers || !live || !live_peak) bench_die("out of memory");
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
     long *rss = calloc((size_t)seconds + 1, sizeof *rss);
     double t0 = bench_now();
@@ -91,7 +142,10 @@ int main(int argc, char **argv) {
     for (long sec = 1; sec <= seconds; sec++) {
         sleep(1);
         rss[sec] = bench_rss_kb();
+        if (sec == warm + (seconds - warm) / 2) atomic_store(&half, 1);
         if (sec == warm) {
+            for (int h = 0; h < nthreads; h++)   /* the first half's peaks start from here */
+                for (int c = 0; c < CLASSES; c++) atomic_store(&live_peak[h][0][c], atomic_load(&live[h][c]));
             if (stats_get) stats_get(&st0, sizeof st0);
             for (int i = 0; i < nthreads; i++) ops_warm += workers[i].ops;
         }
@@ -117,9 +171,18 @@ int main(int argc, char **argv) {
                          (st1.madvise_calls - st0.madvise_calls) + (st1.mremap_calls - st0.mremap_calls);
         sys = (double)calls / (double)(ops_end - ops_warm);
     }
-    char extra[256];
-    snprintf(extra, sizeof extra, "rss_first_half_peak_kb=%ld rss_second_half_peak_kb=%ld rss_drift_pct=%.3f syscalls_per_op=%.3g verify_errors=%d",
-             peak1, peak2, drift, sys, bad);
+    int grew = 0;
+    for (int h = 0; h < nthreads; h++)
+        for (int c = 0; c < CLASSES; c++)
+            if (live_peak[h][1][c] > live_peak[h][0][c]) {
+                grew++;
+                fprintf(stderr, "soak: thread %d, class %d (up to %zu B): %ld live blocks at most in the first half, %ld in the second\n",
+                        h, c, class_max((unsigned)c),
+                        live_peak[h][0][c], live_peak[h][1][c]);
+            }
+    char extra[320];
+    snprintf(extra, sizeof extra, "rss_first_half_peak_kb=%ld rss_second_half_peak_kb=%ld rss_drift_pct=%.3f syscalls_per_op=%.3g verify_errors=%d program_grew=%d",
+             peak1, peak2, drift, sys, bad, grew);
     bench_result("soak", nthreads, ops, secs, "%s", extra);
     return bad ? 1 : 0;
 }

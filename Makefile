@@ -56,12 +56,13 @@ $(BUILD)/debug/obj/%.o: src/%.c $(HDRS)
 
 $(BUILD)/libhakmem.so: $(REL_OBJS)
 	$(CC) -shared -Wl,-soname,libhakmem.so.0 -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
+# the static libraries leave out hak_dlopen.o (no dlopen in a static link)
 $(BUILD)/libhakmem.a: $(REL_OBJS)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $(filter-out %/hak_dlopen.o,$^)
 $(BUILD)/debug/libhakmem.so: $(DBG_OBJS)
 	$(CC) -shared -Wl,-soname,libhakmem.so.0 -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/debug/libhakmem.a: $(DBG_OBJS)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $(filter-out %/hak_dlopen.o,$^)
 
 -include tests/tests.mk
 -include bench/bench.mk

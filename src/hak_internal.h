@@ -14,6 +14,7 @@ void hak_os_test_hint(uintptr_t hint);          /* hak_os.c */
 #include "hakmem.h"
 #include <errno.h>
 #include <string.h>
+#include <unwind.h>
 
 #define hak_likely(x)   __builtin_expect(!!(x), 1)
 #define hak_unlikely(x) __builtin_expect(!!(x), 0)
@@ -389,6 +390,13 @@ bool  hak_profile_grown(void *p, size_t size, bool sampled);   /* realloc grew p
 /* The calling stack's return addresses, leading ones in [lo, hi) left out;
  * -1: not walkable by the cached rules (hak_unwind.c), use libgcc's walk. */
 int   hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi);
+/* libgcc's unwinder, looked up at start-up only when heap profiles are on
+ * (hak_unwind_load: libgcc_s is no link dependency, so a program that takes
+ * no profile does not map it; returns why it failed, or NULL); the
+ * pointers are NULL until then. */
+const char *hak_unwind_load(void);
+extern _Unwind_Reason_Code (*hak_gcc_backtrace)(_Unwind_Trace_Fn, void *);
+extern _Unwind_Ptr (*hak_gcc_get_ip)(struct _Unwind_Context *);
 void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc.c) */
 
 /* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */

@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include <unwind.h>
 #include <execinfo.h>
 
 #define HAK_PROF_MAX    16384      /* samples live at once */
@@ -96,7 +95,7 @@ static uintptr_t hak_self_lo, hak_self_hi;    /* this library's text: frames ski
 #define HAK_PROF_TEXT __attribute__((section("hak_prof_text"), noinline))
 HAK_PROF_TEXT static _Unwind_Reason_Code hak_unwind_step(struct _Unwind_Context *ctx, void *arg) {
     hak_unwind_t *u = arg;
-    uintptr_t ip = _Unwind_GetIP(ctx);
+    uintptr_t ip = hak_gcc_get_ip(ctx);
     if (ip == 0) return _URC_END_OF_STACK;
     if (u->n == 0 && ip >= hak_self_lo && ip < hak_self_hi) return _URC_NO_REASON;   /* ours */
     u->frames[u->n++] = (void *)ip;
@@ -108,7 +107,7 @@ HAK_PROF_TEXT static unsigned hak_stack_capture(void **frames, unsigned max) {
     if (hak_likely(n >= 0) && !HAK_DEBUG_ENABLED) return (unsigned)n;
     void *slow[HAK_PROF_DEPTH];
     hak_unwind_t u = { n >= 0 ? slow : frames, 0, max };
-    _Unwind_Backtrace(hak_unwind_step, &u);
+    hak_gcc_backtrace(hak_unwind_step, &u);
     if (n < 0) return u.n;
     /* the debug build checks every cached walk against libgcc's */
     if ((unsigned)n != u.n) hak_fatal("heap profile", "cached stack walk differs from libgcc's (depth) at", frames[0]);
@@ -203,6 +202,9 @@ static bool hak_prof_due(void) {
         return false;
     }
     if (hak_tls_in_prof) return false;   /* the unwinder's or a dump's own allocation */
+    /* not before the constructor loaded the unwinder (an allocation of the
+     * dynamic loader's or of an earlier constructor) */
+    if (hak_unlikely(!__atomic_load_n(&hak_gcc_backtrace, __ATOMIC_ACQUIRE))) return false;
     bool first = hak_tls_rng == 0;       /* the thread's first allocation: not a crossing */
     hak_tls_sample_left = hak_next_interval();
     return !first && !hak_tls_exiting;
@@ -395,8 +397,15 @@ __attribute__((constructor(102))) static void hak_profile_constructor(void) {
                         "no profile is taken\n");
         return;
     }
+    hak_tls_in_prof = true;   /* dlopen and the unwinder's warm-up may allocate */
+    const char *why = hak_unwind_load();
+    if (why) {
+        hak_tls_in_prof = false;
+        hak_message("hakmem: warning: heap profiles need libgcc's unwinder (%s); HAKMEM_SAMPLE_BYTES ignored\n", why);
+        atomic_store(&hak_prof_state, 1);
+        return;
+    }
     hak_prof_find_self();
-    hak_tls_in_prof = true;   /* warm the unwinder up: it may allocate once */
     void *frames[4];
     (void)hak_stack_capture(frames, 4);
     hak_tls_in_prof = false;

@@ -14,14 +14,44 @@
  * else -- an expression, a signal frame, a frame larger than 32 KiB, a
  * register rule this walk does not model -- makes hak_unwind fail, and the
  * caller takes libgcc's walk for that sample.  Other architectures always
- * take libgcc's walk.  Nothing here allocates. */
+ * take libgcc's walk.  Nothing here allocates but hak_unwind_load.
+ *
+ * libgcc's functions are weak references, not a link dependency: a program
+ * that takes no heap profile does not map libgcc_s (96 KiB of RSS in a C
+ * program that needs nothing else of it).  With profiles on, the
+ * constructor (hak_profile.c) calls hak_unwind_load: the functions linked
+ * in (a static program with libgcc_eh) or already loaded (C++), else
+ * dlopen("libgcc_s.so.1") (hak_dlopen.c). */
 #include "hak_internal.h"
-#include <unwind.h>
-
-#if defined(__x86_64__)
 
 struct dwarf_eh_bases { void *tbase, *dbase, *func; };
 extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);   /* libgcc */
+#pragma weak _Unwind_Find_FDE
+#pragma weak _Unwind_Backtrace
+#pragma weak _Unwind_GetIP
+
+_Unwind_Reason_Code (*hak_gcc_backtrace)(_Unwind_Trace_Fn, void *);
+_Unwind_Ptr (*hak_gcc_get_ip)(struct _Unwind_Context *);
+static const void *(*hak_gcc_find_fde)(void *pc, struct dwarf_eh_bases *bases);
+
+/* hak_dlopen.c, in the shared library only */
+const char *hak_dlopen_unwinder(void **backtrace, void **get_ip, void **find_fde);
+#pragma weak hak_dlopen_unwinder
+
+const char *hak_unwind_load(void) {
+    void *bt = (void *)_Unwind_Backtrace, *ip = (void *)_Unwind_GetIP, *fde = (void *)_Unwind_Find_FDE;
+    if (!bt || !ip || !fde) {
+        if (!hak_dlopen_unwinder) return "a static program linked without libgcc_eh's unwinder";
+        const char *why = hak_dlopen_unwinder(&bt, &ip, &fde);
+        if (why) return why;
+    }
+    hak_gcc_find_fde = (const void *(*)(void *, struct dwarf_eh_bases *))fde;
+    hak_gcc_get_ip = (_Unwind_Ptr (*)(struct _Unwind_Context *))ip;
+    __atomic_store_n(&hak_gcc_backtrace, (_Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void *))bt, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+#if defined(__x86_64__)
 
 /* A rule: bits 0..46 the address, bit 47 CFA from rbp (else rsp), bits
  * 48..59 the CFA offset / 8 (0: the outermost frame, no return address),
@@ -144,7 +174,7 @@ static bool hak_cfi_run(const uint8_t *p, const uint8_t *end, uintptr_t *loc, ui
 /* The rule at pc (packed as above), or 0: not modelled. */
 static uint64_t hak_rule_compute(uintptr_t pc) {
     struct dwarf_eh_bases bases;
-    const uint8_t *fde = _Unwind_Find_FDE((void *)pc, &bases);
+    const uint8_t *fde = hak_gcc_find_fde ? hak_gcc_find_fde((void *)pc, &bases) : NULL;
     if (!fde) return 0;
     uint32_t flen, cie_off;
     memcpy(&flen, fde, 4);

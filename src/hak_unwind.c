@@ -20,8 +20,8 @@
  * that takes no heap profile does not map libgcc_s (96 KiB of RSS in a C
  * program that needs nothing else of it).  With profiles on, the
  * constructor (hak_profile.c) calls hak_unwind_load: the functions linked
- * in (a static program with libgcc_eh) or already loaded (C++), else
- * dlopen("libgcc_s.so.1") (hak_dlopen.c). */
+ * in or already loaded (C++), else dlopen("libgcc_s.so.1") (hak_dlopen.c).
+ * A fully static program gets no heap profile, and a warning. */
 #include "hak_internal.h"
 
 struct dwarf_eh_bases { void *tbase, *dbase, *func; };
@@ -38,10 +38,16 @@ static const void *(*hak_gcc_find_fde)(void *pc, struct dwarf_eh_bases *bases);
 const char *hak_dlopen_unwinder(void **backtrace, void **get_ip, void **find_fde);
 #pragma weak hak_dlopen_unwinder
 
+/* The dynamic section: absent (NULL) in a fully static program, where
+ * libgcc's unwinder finds no unwind tables of the program (no
+ * PT_GNU_EH_FRAME) and aborts on its first walk. */
+extern char _DYNAMIC[] __attribute__((weak));
+
 const char *hak_unwind_load(void) {
+    if (!_DYNAMIC) return "not available in a fully static program";
     void *bt = (void *)_Unwind_Backtrace, *ip = (void *)_Unwind_GetIP, *fde = (void *)_Unwind_Find_FDE;
     if (!bt || !ip || !fde) {
-        if (!hak_dlopen_unwinder) return "a static program linked without libgcc_eh's unwinder";
+        if (!hak_dlopen_unwinder) return "libhakmem.a linked without libgcc's unwinder";
         const char *why = hak_dlopen_unwinder(&bt, &ip, &fde);
         if (why) return why;
     }

@@ -39,6 +39,14 @@ for b in libc_internal_static glibc_api_static; do
         pass "compat.static.$b.no_glibc_malloc"
     fi
 done
+# heap profiles in a fully static program: a warning, sampling off, the
+# program runs to its end (libgcc's unwinder aborted there before)
+out=$(HAKMEM_SAMPLE_BYTES=4096 "$C/libc_internal_static" compat.static_sampled 2>&1); rc=$?
+if [[ $rc == 0 && $out == *"not available in a fully static program"* ]]; then
+    pass compat.static.sampling_refused
+else
+    fail compat.static.sampling_refused "exit $rc: $(tail -2 <<<"$out")"
+fi
 # the same program without hakmem must fail its ownership checks (negative control)
 out=$("$C/libc_internal" compat.control 2>&1)
 if grep -q '^FAIL compat.control.strdup' <<<"$out"; then

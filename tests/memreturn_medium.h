@@ -275,8 +275,7 @@ static void *keeper(void *arg)
 static void kept_other_thread(int purger)
 {
     long delay = purge_delay();
-    if (purger && (env_long("HAKMEM_BACKGROUND_PURGE", 0) != 1 || delay <= 0 || delay > 1000 ||
-                   env_long("HAKMEM_PURGE_LAZY", 0)))
+    if (purger && !purger_testable(delay))
         SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED");
     keeper_t k;
     pthread_t tid;

@@ -1,10 +1,35 @@
-/* memreturn_util.h -- helpers of the memory-return tests (test_memreturn.c,
- * test_large_spans.c): the environment a test runs under, pattern fills, a
- * function run in a forked child whose stderr comes back, and the double
- * free every kept page must still report.  Include after check.h,
- * pattern.h and the system headers (fork, pipe, nanosleep, waitpid). */
+/* memreturn_util.h -- what the memory-return tests (test_memreturn.c,
+ * test_large_spans.c) share: their headers, units and globals, the
+ * environment a test runs under, pattern fills, a function run in a forked
+ * child whose stderr comes back, and the double free every kept page must
+ * still report.  Include it first (after _GNU_SOURCE). */
 #ifndef HAK_TEST_MEMRETURN_UTIL_H
 #define HAK_TEST_MEMRETURN_UTIL_H
+
+#include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "testutil.h"
+#include "pattern.h"
+#include "../include/hakmem.h"
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+
+/* set by parse_test_args and main */
+static int expect_hakmem;
+static hak_owns_fn_t owns;
+static const char *only;
 
 __attribute__((unused)) static void sleep_ms(long ms)
 {
@@ -17,6 +42,15 @@ __attribute__((unused)) static long env_long(const char *name, long dflt)
 {
     const char *s = getenv(name);
     return s && *s ? atol(s) : dflt;
+}
+
+/* the settings under which the background purger gives an idle thread's
+ * memory back within a test's wait: HAKMEM_BACKGROUND_PURGE=1, a purge
+ * delay of 1..1000 ms, MADV_DONTNEED */
+__attribute__((unused)) static int purger_testable(long delay)
+{
+    return env_long("HAKMEM_BACKGROUND_PURGE", 0) == 1 && delay > 0 && delay <= 1000 &&
+           !env_long("HAKMEM_PURGE_LAZY", 0);
 }
 
 __attribute__((unused)) static int profile_is(const char *p)

@@ -9,30 +9,7 @@
  * asserts.
  */
 #define _GNU_SOURCE 1
-#include <malloc.h>
-#include <pthread.h>
-#include <semaphore.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "check.h"
-#include "testutil.h"
-#include "pattern.h"
-#include "../include/hakmem.h"
 #include "memreturn_util.h"
-
-#define KiB ((size_t)1024)
-#define MiB ((size_t)1024 * 1024)
-
-static int expect_hakmem;
-static hak_owns_fn_t owns;
-static const char *only;
 
 
 /* ---- placements repeat ---- */
@@ -175,8 +152,7 @@ static void *keeper(void *arg)
 static void kept_other_thread(int purger)
 {
     long delay = purge_delay();
-    if (purger && (env_long("HAKMEM_BACKGROUND_PURGE", 0) != 1 || delay <= 0 || delay > 1000 ||
-                   env_long("HAKMEM_PURGE_LAZY", 0) || env_long("HAKMEM_PURGE_BUDGET_KB", 0) != -1))
+    if (purger && (!purger_testable(delay) || env_long("HAKMEM_PURGE_BUDGET_KB", 0) != -1))
         SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED, no floor");
     keeper_t k;
     pthread_t tid;

@@ -10,34 +10,11 @@
  * no timing asserts.
  */
 #define _GNU_SOURCE 1
+#include "memreturn_util.h"
 #include <fcntl.h>
-#include <malloc.h>
-#include <pthread.h>
-#include <semaphore.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "check.h"
-#include "testutil.h"
-#include "pattern.h"
-#include "../include/hakmem.h"
-#include "memreturn_util.h"
-
-#define KiB ((size_t)1024)
-#define MiB ((size_t)1024 * 1024)
-
-static int expect_hakmem;
-static hak_owns_fn_t owns;
-static const char *only;
 
 /* ---- helpers (none of them allocates) ---- */
 
@@ -620,8 +597,7 @@ static void test_purger_idle(void)
     if (!hakmem_only())
         SKIP_TEST("hakmem not loaded");
     long delay = env_long("HAKMEM_PURGE_DELAY_MS", 250);
-    if (env_long("HAKMEM_BACKGROUND_PURGE", 0) != 1 || delay <= 0 || delay > 1000 ||
-        env_long("HAKMEM_PURGE_LAZY", 0))
+    if (!purger_testable(delay))
         SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED");
     malloc_trim(0);
     long base = rss_kib();

@@ -26,7 +26,7 @@
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1024 * 1024)
 
-/* set by parse_test_args and main */
+/* set by test_start */
 static int expect_hakmem;
 static hak_owns_fn_t owns;
 static const char *only;
@@ -169,23 +169,37 @@ __attribute__((unused)) static void keeper_stop(keeper_t *k, pthread_t tid)
     sem_destroy(&k->done);
 }
 
-/* The test programs' arguments: -p PREFIX, --expect-hakmem, --only NAME.
- * Returns 0, or 2 after printing the usage. */
-__attribute__((unused)) static int parse_test_args(int argc, char **argv, int *expect, const char **only_name)
+/* A test program's start: its arguments (-p PREFIX, --expect-hakmem, --only
+ * NAME; 2 after printing the usage), then, with --expect-hakmem, the proof
+ * that hakmem serves the allocations (1 after printing a FAIL line).  0:
+ * run the tests, with RUN(name). */
+__attribute__((unused)) static int test_start(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-p") && i + 1 < argc)
             chk_prefix = argv[++i];
         else if (!strcmp(argv[i], "--expect-hakmem"))
-            *expect = 1;
+            expect_hakmem = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
-            *only_name = argv[++i];
+            only = argv[++i];
         else {
             fprintf(stderr, "usage: %s [-p PREFIX] [--expect-hakmem] [--only NAME]\n", argv[0]);
             return 2;
         }
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    owns = hak_find_owns();
+    if (expect_hakmem && !owns) {
+        printf("FAIL %s.served: hakmem is not the allocator\n", chk_prefix);
+        return 1;
+    }
     return 0;
 }
+
+#define RUN(name)                                                             \
+    do {                                                                      \
+        if (!only || !strcmp(only, #name))                                    \
+            RUN_TEST(name);                                                   \
+    } while (0)
 
 #endif /* HAK_TEST_MEMRETURN_UTIL_H */

@@ -230,22 +230,11 @@ static void test_large_kept_fork(void)
     CHECKF(bad == 0, "%d blocks lost their contents", bad);
 }
 
-#define RUN(name)                                                             \
-    do {                                                                      \
-        if (!only || !strcmp(only, #name))                                    \
-            RUN_TEST(name);                                                   \
-    } while (0)
-
 int main(int argc, char **argv)
 {
-    if (parse_test_args(argc, argv, &expect_hakmem, &only))
-        return 2;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    owns = hak_find_owns();
-    if (expect_hakmem && !owns) {
-        printf("FAIL %s.served: hakmem is not the allocator\n", chk_prefix);
-        return 1;
-    }
+    int rc = test_start(argc, argv);
+    if (rc)
+        return rc;
     RUN(large_places_repeat);
     RUN(large_kept_trim);
     RUN(large_kept_trim_thread);

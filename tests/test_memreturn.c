@@ -906,22 +906,11 @@ static void test_fork_with_purger(void)
         pthread_join(t[i], NULL);
 }
 
-#define RUN(name)                                                             \
-    do {                                                                      \
-        if (!only || !strcmp(only, #name))                                    \
-            RUN_TEST(name);                                                   \
-    } while (0)
-
 int main(int argc, char **argv)
 {
-    if (parse_test_args(argc, argv, &expect_hakmem, &only))
-        return 2;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    owns = hak_find_owns();
-    if (expect_hakmem && !owns) {
-        printf("FAIL %s.served: hakmem is not the allocator\n", chk_prefix);
-        return 1;
-    }
+    int rc = test_start(argc, argv);
+    if (rc)
+        return rc;
     RUN(huge_reuse);
     RUN(huge_calloc_zero);
     RUN(huge_double_free);

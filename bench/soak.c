@@ -1,29 +1,31 @@
 /* soak -- a long single-process run that watches RSS and OS calls.
  *
  * usage: soak [SECONDS=180] [THREADS=2] [SEED=1]
- * Each thread keeps 4096 slots, always occupied, and replaces random ones
- * (free, then malloc again).  Every slot has its own size, drawn once: mostly
- * 16..1040 B, 1 in 64 up to 64 KiB, 1 in 1024 up to 2 MiB; so the live bytes
- * are constant and any growth of RSS is the allocator's (fragmentation,
- * leaks).  1 in 8 frees goes to the neighbouring thread's hand-off slot (a
- * remote free).  Blocks are filled and verified.  The main thread samples
- * RSS once a second.
+ * Each thread keeps 4096 slots, filled at the start, and replaces random
+ * ones (free, then malloc again).  Every slot has its own size, drawn once:
+ * mostly 16..1040 B, 1 in 64 up to 64 KiB, 1 in 1024 up to 2 MiB.  1 in 8
+ * frees goes to the neighbouring thread's hand-off slot instead (a remote
+ * free); the slot stays empty, and counts as live, until that block is freed,
+ * and its thread refills it at its next round of 1,024 replacements.  So each
+ * thread's live blocks per size class never exceed its slots of that class
+ * and come back to them every round: the demand is constant, and any growth
+ * of RSS after the warm-up is the allocator's (fragmentation, leaks).  Blocks
+ * are filled and verified.  The main thread samples RSS once a second.
+ * (Until 2026-11-24 a handed-over slot was refilled at once: a block in
+ * transit, one more while the neighbour was descheduled before its free,
+ * raised the demand at random moments, and the drift it caused was the
+ * program's, not the allocator's.)
  * Reported:
  *   rss_drift_pct  growth of the peak sampled RSS in the second half of the
  *                  run over the first half, after a 10% warm-up (0 = stable)
  *   syscalls_per_op (mmap+munmap+madvise+mremap) / operations, from hakmem's
  *                  own counters (hakmem_stats_get), -1 under other allocators
  *   program_grew   how many (thread, size class) pairs reached more live
- *                  blocks in the second half than in the first: the
- *                  program's own demand, whatever the allocator.  A class
- *                  holds one block more than its slots while the block just
- *                  handed over waits for the neighbour's free; two more when
- *                  the neighbour is descheduled between taking a block out
- *                  of its hand-off slot and freeing it (2 threads on 2
- *                  shared cores), which happens at any time.  Classes are
- *                  hakmem's (8 a doubling above 128 B): an allocator with
- *                  coarser classes may absorb some of these.  A drift with
- *                  program_grew 0 is the allocator's own.
+ *                  blocks in the second half than in the first, a block
+ *                  counting as live from the malloc call until its free has
+ *                  returned: a check of the constant demand above (0 unless
+ *                  the workload is broken).  Classes are hakmem's (8 a
+ *                  doubling above 128 B).
  */
 #include "bench_common.h"
 #include <pthread.h>
@@ -31,14 +33,15 @@
 #include "../include/hakmem.h"   /* hakmem_stats_t only; looked up with dlsym */
 
 #define SLOTS 4096
-typedef struct { void *p; size_t n; uint8_t tag; } slot_t;
-typedef struct { int id; uint64_t seed; _Atomic(void *) handoff; uint64_t ops; int bad; } worker_t;
+/* pending: the slot's block was handed over and is not freed yet; the slot
+ * stays empty until it is (the demand stays constant: above) */
+typedef struct { void *p; size_t n; uint8_t tag; _Atomic uint8_t pending; } slot_t;
+typedef struct { int id; uint64_t seed; _Atomic(void *) handoff; slot_t *slots; uint64_t ops; int bad; } worker_t;
 
 static _Atomic int stop;
 
 /* The program's own live blocks per (thread, size class) and their peak in
- * each half (program_grew, above).  A handed-over block carries its owner
- * and size in bytes 1-7 (the verified bytes are the first and the last). */
+ * each half (program_grew, above). */
 #define CLASSES 128
 static _Atomic int half;                    /* 0 first half (from the warm-up), 1 second */
 static _Atomic long (*live)[CLASSES], (*live_peak)[2][CLASSES];
@@ -61,10 +64,18 @@ static void live_add(int owner, size_t n, long d) {
     while (v > m && !atomic_compare_exchange_weak_explicit(peak, &m, v, memory_order_relaxed,
                                                            memory_order_relaxed)) {}
 }
-static void handed_freed(unsigned char *p) {   /* a handed-over block, freed by either thread */
-    if (p) live_add(p[2], ((uint32_t *)p)[1], -1);
-}
 static worker_t *workers;
+/* Free a handed-over block (either thread): it carries its owner in byte 2,
+ * its size in bytes 4-7 and its slot in bytes 8-11.  It leaves the live
+ * count once free() has returned, and its slot is free again after that. */
+static void handed_free(unsigned char *p) {
+    if (!p) return;
+    int owner = p[2];
+    uint32_t n = ((uint32_t *)p)[1], i = ((uint32_t *)p)[2];
+    free(p);
+    live_add(owner, n, -1);
+    atomic_store_explicit(&workers[owner].slots[i].pending, 0, memory_order_release);
+}
 static int nthreads;
 
 static size_t pick_size(bench_rng_t *r) {
@@ -74,47 +85,64 @@ static size_t pick_size(bench_rng_t *r) {
     return (size_t)bench_rng_range(r, 16, 1040);
 }
 
+/* Give slot i a new block of its size, filled. */
+static void fill(worker_t *w, size_t i) {
+    slot_t *s = &w->slots[i];
+    size_t n = s->n;
+    live_add(w->id, n, 1);     /* live from the call on: the allocator's view */
+    unsigned char *p = malloc(n);
+    if (!p) { w->bad++; live_add(w->id, n, -1); return; }
+    s->tag = (uint8_t)(i * 31 + 7 + w->ops);
+    memset(p, s->tag, n < 64 ? n : 64);
+    p[n - 1] = s->tag;
+    s->p = p;
+    w->ops++;
+}
+
 static void *work(void *arg) {
     worker_t *w = arg;
     bench_rng_t r;
     bench_rng_seed(&r, w->seed);
-    slot_t *s = calloc(SLOTS, sizeof *s);
+    slot_t *s = w->slots;
+    /* the slots this thread handed over: refilled at the next round once
+     * freed, so that the live blocks stay at the slots (a slot left empty
+     * until picked again would make the live count wander) */
+    uint32_t *handed = calloc(SLOTS, sizeof *handed);
+    size_t nhanded = 0;
+    if (!handed) bench_die("out of memory");
     for (size_t i = 0; i < SLOTS; i++) s[i].n = pick_size(&r);
+    for (size_t i = 0; i < SLOTS; i++) fill(w, i);
     while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        for (size_t j = 0; j < nhanded;) {
+            uint32_t i = handed[j];
+            if (atomic_load_explicit(&s[i].pending, memory_order_acquire)) { j++; continue; }
+            fill(w, i);
+            handed[j] = handed[--nhanded];
+        }
         for (int k = 0; k < 1024; k++) {
             size_t i = (size_t)(bench_rng_next(&r) % SLOTS);
-            if (s[i].p) {
-                unsigned char *p = s[i].p;
-                if (p[0] != s[i].tag || p[s[i].n - 1] != s[i].tag) w->bad++;
-                if ((bench_rng_next(&r) & 7) == 0) {       /* hand over: the neighbour frees it */
-                    p[2] = (unsigned char)w->id;
-                    ((uint32_t *)p)[1] = (uint32_t)s[i].n;
-                    void *old = atomic_exchange(&workers[(w->id + 1) % nthreads].handoff, p);
-                    handed_freed(old);
-                    free(old);
-                } else {
-                    live_add(w->id, s[i].n, -1);
-                    free(p);
-                }
-                s[i].p = NULL;
-                w->ops++;
-            }
-            size_t n = s[i].n;
-            unsigned char *p = malloc(n);
-            if (!p) { w->bad++; continue; }
-            live_add(w->id, n, 1);
-            s[i].tag = (uint8_t)(i * 31 + 7 + w->ops);
-            memset(p, s[i].tag, n < 64 ? n : 64);
-            p[n - 1] = s[i].tag;
-            s[i].p = p;
+            if (!s[i].p) continue;     /* handed over: refilled above */
+            unsigned char *p = s[i].p;
+            if (p[0] != s[i].tag || p[s[i].n - 1] != s[i].tag) w->bad++;
+            s[i].p = NULL;
             w->ops++;
+            if ((bench_rng_next(&r) & 7) == 0) {       /* hand over: the neighbour frees it */
+                p[2] = (unsigned char)w->id;
+                ((uint32_t *)p)[1] = (uint32_t)s[i].n;
+                ((uint32_t *)p)[2] = (uint32_t)i;
+                atomic_store_explicit(&s[i].pending, 1, memory_order_relaxed);
+                handed[nhanded++] = (uint32_t)i;
+                handed_free(atomic_exchange(&workers[(w->id + 1) % nthreads].handoff, p));
+                continue;
+            }
+            free(p);
+            live_add(w->id, s[i].n, -1);
+            fill(w, i);
         }
-        unsigned char *handed = atomic_exchange(&w->handoff, NULL);
-        handed_freed(handed);
-        free(handed);
+        handed_free(atomic_exchange(&w->handoff, NULL));
     }
-    for (size_t i = 0; i < SLOTS; i++) free(s[i].p);
-    free(s);
+    for (size_t i = 0; i < SLOTS; i++) free(s[i].p);   /* (the neighbour may still clear pending flags) */
+    free(handed);
     return NULL;
 }
 
@@ -135,6 +163,8 @@ int main(int argc, char **argv) {
     double t0 = bench_now();
     for (int i = 0; i < nthreads; i++) {
         workers[i].id = i; workers[i].seed = (uint64_t)seed * 1000 + (uint64_t)i;
+        workers[i].slots = calloc(SLOTS, sizeof *workers[i].slots);
+        if (!workers[i].slots) bench_die("out of memory");
         pthread_create(&t[i], NULL, work, &workers[i]);
     }
     long warm = seconds / 10 > 0 ? seconds / 10 : 1;
@@ -158,6 +188,8 @@ int main(int argc, char **argv) {
     int bad = 0;
     uint64_t ops = 0;
     for (int i = 0; i < nthreads; i++) { pthread_join(t[i], NULL); bad += workers[i].bad; ops += workers[i].ops; }
+    for (int i = 0; i < nthreads; i++) handed_free(atomic_exchange(&workers[i].handoff, NULL));
+    for (int i = 0; i < nthreads; i++) free(workers[i].slots);
     double secs = bench_now() - t0;
     long mid = warm + (seconds - warm) / 2, peak1 = 0, peak2 = 0;
     for (long s = warm + 1; s <= seconds; s++) {

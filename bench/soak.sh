@@ -4,8 +4,9 @@
 # Pass criteria (speed and balanced): RSS drift 0 and fewer than 1e-6
 # syscalls (mmap/munmap/madvise/mremap) per operation.  lean is reported only.
 # "program grew" counts the size classes in which the program itself held
-# more live blocks in the second half than in the first (bench/soak.c): a
-# drift with 0 there is the allocator's own.
+# more live blocks in the second half than in the first (bench/soak.c): the
+# soak keeps its demand constant, so it is 0 and any drift is the
+# allocator's own.
 set -u
 cd "$(dirname "$0")/.."
 SECS=${SOAK_SECONDS:-60}

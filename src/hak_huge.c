@@ -116,16 +116,19 @@ static void hak_huge_give_back(const hak_piece_t *p) {
     if (!hak_cache_huge_put(p->seg, p->size, p->dirty, false)) hak_huge_release(p->seg, p->size);
 }
 
-/* Pieces taken from the cache that hold need bytes or more: the last one
- * gives what lies beyond need back to the cache. */
-static void hak_pieces_trim(hak_piece_t *pc, size_t n, size_t need) {
+/* Pieces taken from the cache for need bytes: if they hold more, the last
+ * one gives what lies beyond need back to the cache.  Returns the bytes they
+ * hold now (need, or less when the cache had less). */
+static size_t hak_pieces_trim(hak_piece_t *pc, size_t n, size_t need) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += pc[i].size;
     if (total > need) {                        /* the last piece holds more than is missing */
         size_t keep = need - (total - pc[n - 1].size);
         hak_huge_split(pc[n - 1].seg, pc[n - 1].size, keep, &pc[n - 1].dirty, false);
         pc[n - 1].size = keep;
+        total = need;
     }
+    return total;
 }
 
 /* Move the pieces' pages into the reservation dest, one after the other
@@ -158,14 +161,12 @@ static bool hak_pieces_move(hak_piece_t *pc, size_t n, uint8_t *dest, size_t off
  * its first bytes may be non-zero.  NULL if the kernel refuses (the pieces
  * go back to the cache, or are lost to the OS if already moved). */
 static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, size_t align, size_t *dirty) {
-    hak_pieces_trim(pc, n, need);
+    size_t d, off = hak_pieces_trim(pc, n, need);
     uint8_t *dest = hak_os_reserve_aligned(need, align);
     if (!dest) {
         for (size_t i = 0; i < n; i++) hak_huge_give_back(&pc[i]);
         return NULL;
     }
-    size_t d, off = 0;
-    for (size_t i = 0; i < n; i++) off += pc[i].size;
     bool ok = hak_pieces_move(pc, n, dest, 0, true, &d);
     if (off < need) ok = ok && hak_os_commit(dest + off, need - off);
     if (!ok) {

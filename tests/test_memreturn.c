@@ -30,7 +30,7 @@ static int hakmem_only(void)
  * (A delay of a few ms may unmap it before the next call.) */
 static int huge_cached(void)
 {
-    long delay = env_long("HAKMEM_PURGE_DELAY_MS", 250);
+    long delay = purge_delay();
     return env_long("HAKMEM_HUGE_CACHE_MB", 1) != 0 && !profile_is("lean") && (delay < 0 || delay >= 100);
 }
 
@@ -299,7 +299,7 @@ static void test_trim_slots_now(void)
 {
     if (!hakmem_only())
         SKIP_TEST("hakmem not loaded");
-    long delay = env_long("HAKMEM_PURGE_DELAY_MS", profile_is("speed") ? 1000 : 250);
+    long delay = purge_delay();
     if (profile_is("lean") || (delay >= 0 && delay < 250) || env_long("HAKMEM_PURGE_BUDGET_KB", 1) == 0)
         SKIP_TEST("needs free slots that stay committed until malloc_trim");
     enum { N = 12 };
@@ -596,7 +596,7 @@ static void test_purger_idle(void)
 {
     if (!hakmem_only())
         SKIP_TEST("hakmem not loaded");
-    long delay = env_long("HAKMEM_PURGE_DELAY_MS", 250);
+    long delay = purge_delay();
     if (!purger_testable(delay))
         SKIP_TEST("needs HAKMEM_BACKGROUND_PURGE=1, a delay of 1..1000 ms, MADV_DONTNEED");
     malloc_trim(0);
@@ -705,7 +705,7 @@ static void test_thread_churn_reuse(void)
  * or a delay of 0, purges it at once: nothing to prefer then.) */
 static int slots_stay_dirty(void)
 {
-    long delay = env_long("HAKMEM_PURGE_DELAY_MS", 250);
+    long delay = purge_delay();
     return !profile_is("lean") && (delay < 0 || delay >= 100) && env_long("HAKMEM_PURGE_BUDGET_KB", 1) != 0;
 }
 

@@ -1,5 +1,6 @@
 # bench/bench.mk -- benchmark workloads and `make bench` (included by ../Makefile).
-#   make bench            full comparison (5 interleaved repetitions, ~6 min)
+#   make bench            full comparison (5 interleaved repetitions, up to 20 for
+#                         a workload whose verdict is open; ~10 min)
 #   make bench QUICK=1    short comparison (3 repetitions, < 3 min)
 #   make bench-bins       only build the workload programs into $(BUILD)/bench/
 #   make bench-snapshot   copy the last run's results (build/bench/results/) into
@@ -29,7 +30,7 @@ bench-setup:
 	@sh bench/setup.sh
 
 bench: release $(BENCH_BINS) bench-setup
-	$(BENCH_PY) bench/run.py $(if $(QUICK),--quick)
+	$(BENCH_PY) bench/run.py $(if $(QUICK),--quick,--until-verdict 20)
 
 bench-snapshot:
 	$(BENCH_PY) bench/run.py --snapshot

@@ -304,6 +304,106 @@ def summarize(runs, allocs, workloads, sysc):
     return rows, geo
 
 
+# ---- verdicts: hakmem against the faster peer, a candidate against hakmem ----
+# The confidence of each look at a comparison.  make bench looks up to three
+# times (after 10, 15 and 20 repetitions: --until-verdict), so a pair of
+# allocators that is truly level gets a wrong verdict in at most about 6 % of
+# the comparisons.
+VERDICT_LEVEL = 0.98
+
+
+def _subjects(allocs):
+    """The allocators a verdict is about (hakmem, a candidate build)."""
+    return [a for a, _ in allocs if a in ("hakmem", CANDIDATE)]
+
+
+def _throughputs(runs, wl, alloc):
+    return dict((r.rep, r.fields["ops_per_sec"]) for r in runs
+                if r.workload == wl and r.alloc == alloc and r.fields)
+
+
+def best_peers(runs, allocs, workloads):
+    """{workload: the peer with the highest median throughput} (peers: every
+    allocator but hakmem and the candidate; a workload no peer ran has none)."""
+    best = {}
+    for wl in workloads:
+        top = None
+        for a, _ in allocs:
+            t = _throughputs(runs, wl, a)
+            if a in _subjects(allocs) or not t:
+                continue
+            m = stats.median(list(t.values()))
+            if top is None or m > top[1]:
+                top = (a, m)
+        if top:
+            best[wl] = top[0]
+    return best
+
+
+def comparisons(runs, allocs, workloads, peers, level=VERDICT_LEVEL):
+    """Per workload: hakmem (and a candidate) against the peer in `peers`,
+    and a candidate against hakmem.  Each: the per-repetition throughput
+    ratios' median, its confidence interval at `level` and the verdict."""
+    names = [a for a, _ in allocs]
+    out = []
+    for wl in workloads:
+        pairs = [(a, peers[wl]) for a in _subjects(allocs) if wl in peers]
+        if CANDIDATE in names and "hakmem" in names:
+            pairs.append((CANDIDATE, "hakmem"))
+        for a, b in pairs:
+            rs = stats.paired_ratios(_throughputs(runs, wl, a), _throughputs(runs, wl, b))
+            if not rs:
+                continue
+            ci = stats.median_ci(rs, level)
+            out.append({"workload": wl, "allocator": a, "against": b, "reps": len(rs),
+                        "ratio": stats.median(rs), "ci": ci, "verdict": stats.verdict(ci)})
+    return out
+
+
+def undecided(comps):
+    """{workload: allocators to run again}: the comparisons without a verdict."""
+    todo = {}
+    for c in comps:
+        if c["verdict"] not in ("ahead", "behind"):
+            todo.setdefault(c["workload"], set()).update((c["allocator"], c["against"]))
+    return todo
+
+
+def verdict_lines(comps, markdown=False):
+    if not comps:
+        return []
+    title = ("Verdicts: per-repetition throughput ratios of interleaved runs, median and "
+             "%g %% confidence interval (sign test); ahead or behind when the interval "
+             "excludes 1" % (VERDICT_LEVEL * 100))
+    fmt_ci = lambda c: "[%.3f, %.3f]" % c["ci"] if c["ci"] else "-"
+    if markdown:
+        lines = [title + ":", "", "| workload | allocator | against | reps | ratio | CI | verdict |",
+                 "|---|---|---|---|---|---|---|"]
+        lines += ["| %s | %s | %s | %d | %.3f | %s | %s |" % (
+            c["workload"], c["allocator"], c["against"], c["reps"], c["ratio"], fmt_ci(c),
+            c["verdict"]) for c in comps]
+        return lines
+    lines = [title + ":"]
+    lines += ["  %-22s %-9s vs %-9s %3d reps  %.3f %-16s  %s" % (
+        c["workload"], c["allocator"], c["against"], c["reps"], c["ratio"], fmt_ci(c),
+        c["verdict"]) for c in comps]
+    return lines
+
+
+def add_verdicts(rows, comps):
+    """The CSV's verdict columns: hakmem's row against the faster peer, a
+    candidate's row against hakmem (or the peer, without hakmem)."""
+    for c in comps:
+        for row in rows:
+            if row["workload"] != c["workload"] or row["allocator"] != c["allocator"]:
+                continue
+            if c["allocator"] == CANDIDATE and row.get("verdict_against") == "hakmem":
+                continue
+            row.update(verdict_against=c["against"], verdict_reps=c["reps"],
+                       verdict_ratio=c["ratio"], verdict_lo=c["ci"][0] if c["ci"] else None,
+                       verdict_hi=c["ci"][1] if c["ci"] else None, verdict=c["verdict"])
+
+
 def notes_for(row):
     n = []
     if "cache_line_shares" in row:
@@ -466,6 +566,10 @@ def main():
                     "committed snapshot (make bench-snapshot)" % ", ".join(SNAPSHOT_FILES))
     ap.add_argument("--snapshot-dir", default=SNAPSHOT_DIR, help="default results/")
     ap.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
+    ap.add_argument("--until-verdict", type=int, default=0, metavar="N",
+                    help="run a workload whose comparison has no verdict again (hakmem against "
+                    "the faster peer, a candidate against hakmem), in batches of --reps "
+                    "repetitions, up to N in all (make bench: 20)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     args = ap.parse_args()
     if args.snapshot:
@@ -510,46 +614,68 @@ def main():
     print("machine: " + machine_description())
     for a, p in allocs:
         print("  %-9s %s" % (a, p or "(no preload: glibc)"))
-    print("timed runs: %d (interleaved), then %d strace runs" %
-          (total, 0 if not strace else total // reps))
+    print("timed runs: %d (interleaved)%s, then %d strace runs" %
+          (total, ", and again up to %d repetitions where a comparison has no verdict" %
+           args.until_verdict if args.until_verdict else "", 0 if not strace else total // reps))
     sys.stdout.flush()
 
     t_start = time.monotonic()
     runs, n = [], 0
+
+    def timed(w, a, lib, rep, label):
+        """One timed, proven run of workload w under allocator a."""
+        argv = [os.path.join(args.bin_dir, w["bin"])] + w["args"][profile]
+        rc, out, err, usage = run_child(argv, lib, args.timeout, cand_env if a == CANDIDATE else None)
+        run = Run(w["name"], a, rep, usage=usage)
+        if rc != 0:
+            run.error = describe_failure(rc, err)
+        else:
+            try:
+                run.fields = stats.parse_output(out)
+            except stats.ParseError as e:
+                run.error = "bad output: %s" % e
+        if run.fields:
+            try:
+                stats.check_proof("hakmem" if a == CANDIDATE else a, run.fields)
+            except stats.ProofError as e:
+                proof_abort(w["name"], a, e, "timed")
+        runs.append(run)
+        if run.error:
+            print("[%s] rep %d %-18s %-9s FAILED: %s" % (label, rep + 1, w["name"], a, run.error))
+        else:
+            f = run.fields
+            print("[%s] rep %d %-18s %-9s %10s ops/s  %7.3fs  peak %.1f MB  %s minor faults/op" %
+                  (label, rep + 1, w["name"], a, fmt_rate(f["ops_per_sec"]), f["seconds"],
+                   f.get("peak_rss_kb", 0) / 1024.0,
+                   fmt_faults(stats.per_op(usage["minflt"], f["ops"]))))
+        sys.stdout.flush()
+
     for rep in range(reps):
         for w in wls:
-            argv = [os.path.join(args.bin_dir, w["bin"])] + w["args"][profile]
             for a, lib in allocs:
                 if not _runs_under(w, a):
                     continue
                 n += 1
-                rc, out, err, usage = run_child(argv, lib, args.timeout,
-                                                cand_env if a == CANDIDATE else None)
-                run = Run(w["name"], a, rep, usage=usage)
-                if rc != 0:
-                    run.error = describe_failure(rc, err)
-                else:
-                    try:
-                        run.fields = stats.parse_output(out)
-                    except stats.ParseError as e:
-                        run.error = "bad output: %s" % e
-                if run.fields:
-                    try:
-                        stats.check_proof("hakmem" if a == CANDIDATE else a, run.fields)
-                    except stats.ProofError as e:
-                        proof_abort(w["name"], a, e, "timed")
-                runs.append(run)
-                if run.error:
-                    print("[%3d/%d] rep %d %-18s %-9s FAILED: %s" %
-                          (n, total, rep + 1, w["name"], a, run.error))
-                else:
-                    f = run.fields
-                    print("[%3d/%d] rep %d %-18s %-9s %10s ops/s  %7.3fs  peak %.1f MB  "
-                          "%s minor faults/op" %
-                          (n, total, rep + 1, w["name"], a, fmt_rate(f["ops_per_sec"]),
-                           f["seconds"], f.get("peak_rss_kb", 0) / 1024.0,
-                           fmt_faults(stats.per_op(usage["minflt"], f["ops"]))))
-                sys.stdout.flush()
+                timed(w, a, lib, rep, "%3d/%d" % (n, total))
+
+    # Rows without a verdict run again, only the allocators compared, in
+    # batches of `reps` interleaved repetitions, up to --until-verdict.
+    names = [w["name"] for w in wls]
+    peers = best_peers(runs, allocs, names)
+    done = reps
+    while args.until_verdict and done < args.until_verdict:
+        todo = undecided(comparisons(runs, allocs, names, peers))
+        if not todo:
+            break
+        batch = min(reps, args.until_verdict - done)
+        print("no verdict yet after %d repetitions: %s; %d more" %
+              (done, ", ".join(sorted(todo)), batch))
+        for rep in range(done, done + batch):
+            for w in wls:
+                for a, lib in allocs:
+                    if a in todo.get(w["name"], ()):
+                        timed(w, a, lib, rep, "again")
+        done += batch
 
     sysc = {}
     if strace:
@@ -592,13 +718,16 @@ def main():
                 sys.stdout.flush()
         os.unlink(trace_file)
 
-    rows, geo = summarize(runs, allocs, [w["name"] for w in wls], sysc)
+    rows, geo = summarize(runs, allocs, names, sysc)
+    comps = comparisons(runs, allocs, names, peers)
+    add_verdicts(rows, comps)
     elapsed = time.monotonic() - t_start
     load = "1-min load average %.2f before the run, %.2f after" % (load0[0], os.getloadavg()[0])
     print("")
-    print("=== results (profile=%s, %d interleaved reps, medians; %.0f s; %s) ===" %
-          (profile, reps, elapsed, load))
-    for line in table_lines(rows, geo):
+    more = " (up to %d where a comparison had no verdict)" % done if done > reps else ""
+    print("=== results (profile=%s, %d interleaved reps%s, medians; %.0f s; %s) ===" %
+          (profile, reps, more, elapsed, load))
+    for line in table_lines(rows, geo) + [""] + verdict_lines(comps):
         print(line)
 
     os.makedirs(args.out_dir, exist_ok=True)
@@ -611,9 +740,10 @@ def main():
         for r in runs])
     title = "hakmem benchmark (%s, %d reps), %s" % (profile, reps, machine_description())
     with open(os.path.join(args.out_dir, "latest.md"), "w") as f:
-        f.write("Profile `%s`, %d interleaved repetitions, %.0f s total (%s).  Machine: %s\n\n"
-                % (profile, reps, elapsed, load, machine_description()))
-        f.write("\n".join(table_lines(rows, geo, markdown=True)) + "\n")
+        f.write("Profile `%s`, %d interleaved repetitions%s, %.0f s total (%s).  Machine: %s\n\n"
+                % (profile, reps, more, elapsed, load, machine_description()))
+        f.write("\n".join(table_lines(rows, geo, markdown=True) + [""] +
+                          verdict_lines(comps, markdown=True)) + "\n")
     chart = write_chart(os.path.join(args.out_dir, "latest.png"), rows, geo, allocs,
                         [w["name"] for w in wls], title)
     print("wrote %s/latest.csv, latest_runs.csv, latest.md%s" %

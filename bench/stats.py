@@ -151,6 +151,51 @@ def ratio(value, baseline):
     return value / float(baseline)
 
 
+# ---- paired comparisons: is one allocator faster than another? ----
+# Runs are interleaved (every allocator once per repetition, one after the
+# other), so the ratio of two allocators' throughputs within a repetition
+# cancels most of a shared machine's drift.  The verdict rests on the median
+# of those per-repetition ratios and a distribution-free confidence interval
+# for it (the sign test's order statistics): no assumption about the shape of
+# the noise, and a single wild run moves it by one rank at most.
+
+def binom_half_cdf(n, k):
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    if k < 0:
+        return 0.0
+    return sum(math.comb(n, j) for j in range(min(k, n) + 1)) / float(2 ** n)
+
+
+def median_ci(xs, level):
+    """(lo, hi): a confidence interval of at least `level` for the median of
+    the population xs was drawn from -- the k-th smallest and the k-th
+    largest value, k the largest with P(Bin(n, 1/2) < k) <= (1 - level) / 2.
+    None when n is too small for that level (n = 5 at 0.98, for one)."""
+    xs = sorted(xs)
+    n = len(xs)
+    k = 0
+    while binom_half_cdf(n, k) <= (1.0 - level) / 2.0:
+        k += 1
+    if k == 0:
+        return None
+    return xs[k - 1], xs[n - k]
+
+
+def paired_ratios(a, b):
+    """[a[r] / b[r]] for the repetitions r both have (dicts rep -> value)."""
+    return [a[r] / float(b[r]) for r in sorted(set(a) & set(b)) if b[r]]
+
+
+def verdict(ci):
+    """'ahead' when the interval of the ratio lies above 1, 'behind' when
+    below, 'level' when it holds 1 (no difference the runs can show), and
+    'too few runs' without an interval."""
+    if ci is None:
+        return "too few runs"
+    lo, hi = ci
+    return "ahead" if lo > 1.0 else "behind" if hi < 1.0 else "level"
+
+
 _STRACE_ROW = re.compile(
     r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(?P<calls>\d+)\s+(?:(?P<errors>\d+)\s+)?(?P<name>\w+)\s*$")
 

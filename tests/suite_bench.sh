@@ -172,6 +172,31 @@ else
     echo "FAIL bench.runner.candidate_build: exit $rc/$rc2, order '$order': $(head -c 300 "$TMP/ab.err" "$TMP/abneg.err")"
 fi
 
+# Verdicts (hakmem against the faster peer, the candidate against hakmem): a
+# workload whose comparisons have none runs again, the compared allocators
+# only, one batch of --reps at a time up to --until-verdict
+if [ -f "$MIMALLOC" ]; then
+    timeout 120 $PY bench/run.py --smoke --no-syscalls --reps 1 --until-verdict 3 \
+        --allocators hakmem,candidate,glibc,mimalloc --candidate-lib "$PWD/build/libhakmem.so" \
+        --workloads random_mixed --out-dir "$TMP/verdict" >"$TMP/verdict.out" 2>"$TMP/verdict.err"
+    rc=$?
+    again=$(grep -o '^\[again\] rep [0-9] random_mixed *[a-z]*' "$TMP/verdict.out" | awk '{print $NF}' | sort | uniq -c | awk '{print $2 ":" $1}' | tr '\n' ' ')
+    peer=$(grep -o 'hakmem    vs [a-z]*' "$TMP/verdict.out" | awk '{print $3}')
+    other=glibc; [ "$peer" = glibc ] && other=mimalloc
+    if [ $rc -eq 0 ] && grep -q '^Verdicts:' "$TMP/verdict.out" &&
+       grep -q "candidate vs hakmem *3 reps .*too few runs" "$TMP/verdict.out" &&
+       [ -n "$peer" ] && echo "$again" | grep -q "candidate:2 .*hakmem:2 " &&
+       echo "$again" | grep -q "$peer:2" && ! echo "$again" | grep -q "$other:" &&
+       grep -q '| random_mixed | hakmem |' "$TMP/verdict/latest.md" &&
+       head -1 "$TMP/verdict/latest.csv" | tr -d '\r' | grep -q ',verdict$'; then
+        echo "PASS bench.runner.until_verdict"
+    else
+        echo "FAIL bench.runner.until_verdict: exit $rc, again '$again', peer '$peer': $(tail -n 3 "$TMP/verdict.err" "$TMP/verdict.out")"
+    fi
+else
+    echo "SKIP bench.runner.until_verdict: $MIMALLOC not installed"
+fi
+
 # A missing library must be named and be fatal (exit 2) before anything runs.
 timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,glibc \
     --hakmem-lib /nonexistent/libhakmem.so --out-dir "$TMP/miss" >"$TMP/miss.out" 2>"$TMP/miss.err"

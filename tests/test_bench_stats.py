@@ -306,6 +306,97 @@ class TestRunnerSummary(unittest.TestCase):
         self.assertEqual(run.fmt_faults(0.000171), "1.71e-04")
 
 
+class TestVerdicts(unittest.TestCase):
+    """Paired ratios, the sign test's interval of their median, and the
+    verdicts bench/run.py prints (hakmem against the faster peer, a
+    candidate against hakmem) and repeats rows for."""
+
+    def test_binomial_cdf(self):
+        self.assertAlmostEqual(stats.binom_half_cdf(21, 5), 27896 / 2.0 ** 21)
+        self.assertEqual(stats.binom_half_cdf(4, 4), 1.0)
+        self.assertEqual(stats.binom_half_cdf(4, -1), 0.0)
+
+    def test_median_ci_order_statistics(self):
+        xs = list(range(21, 0, -1))            # any order
+        self.assertEqual(stats.median_ci(xs, 0.95), (6, 16))
+        self.assertEqual(stats.median_ci(xs, 0.98), (5, 17))
+        self.assertEqual(stats.median_ci(list(range(1, 11)), 0.98), (1, 10))
+        self.assertEqual(stats.median_ci(list(range(1, 21)), 0.98), (5, 16))
+        self.assertIsNone(stats.median_ci([1, 2, 3, 4, 5], 0.98))   # 1/32 > 1 %
+
+    def test_paired_ratios_pair_by_repetition(self):
+        a = {0: 10.0, 1: 30.0, 3: 8.0}
+        b = {0: 5.0, 1: 10.0, 2: 7.0, 3: 0.0}   # rep 2 unpaired, rep 3 divides by 0
+        self.assertEqual(stats.paired_ratios(a, b), [2.0, 3.0])
+
+    def test_verdict(self):
+        self.assertEqual(stats.verdict((1.01, 1.2)), "ahead")
+        self.assertEqual(stats.verdict((0.8, 0.99)), "behind")
+        self.assertEqual(stats.verdict((0.9, 1.1)), "level")
+        self.assertEqual(stats.verdict(None), "too few runs")
+
+    ALLOCS = [("hakmem", "/x/libhakmem.so"), ("mimalloc", "/y/libmimalloc.so.2"),
+              ("tcmalloc", "/z/libtcmalloc.so.4"), ("candidate", "/c/libhakmem.so")]
+
+    def runs(self, n, speed):
+        """n repetitions of workload w; speed: allocator -> f(rep) ops/s"""
+        out = []
+        for rep in range(n):
+            for a, _ in self.ALLOCS:
+                f = stats.parse_result_line(HAKMEM_LINE)
+                f.update(workload="w", ops=1000, ops_per_sec=speed[a](rep))
+                out.append(run.Run("w", a, rep, fields=f))
+        return out
+
+    def test_comparisons_against_the_faster_peer(self):
+        # tcmalloc is the faster peer; the machine's speed drifts 3x over the
+        # run, which the pairing cancels: hakmem is 5 % ahead in every rep, the
+        # candidate as fast as hakmem, alternately 1 % ahead and behind
+        drift = lambda rep: 1.0 + 0.1 * rep
+        speed = {"hakmem": lambda r: 105 * drift(r), "tcmalloc": lambda r: 100 * drift(r),
+                 "mimalloc": lambda r: 50 * drift(r),
+                 "candidate": lambda r: 105 * drift(r) * (1.01 if r % 2 else 0.99)}
+        runs = self.runs(20, speed)
+        peers = run.best_peers(runs, self.ALLOCS, ["w"])
+        self.assertEqual(peers, {"w": "tcmalloc"})
+        comps = run.comparisons(runs, self.ALLOCS, ["w"], peers)
+        got = dict(((c["allocator"], c["against"]), c) for c in comps)
+        self.assertEqual(set(got), {("hakmem", "tcmalloc"), ("candidate", "tcmalloc"),
+                                    ("candidate", "hakmem")})
+        h = got[("hakmem", "tcmalloc")]
+        self.assertEqual((h["reps"], h["verdict"]), (20, "ahead"))
+        self.assertAlmostEqual(h["ratio"], 1.05)
+        self.assertEqual(got[("candidate", "hakmem")]["verdict"], "level")
+        self.assertEqual(run.undecided(comps), {"w": {"candidate", "hakmem"}})
+        rows, _ = run.summarize(runs, self.ALLOCS, ["w"], {})
+        run.add_verdicts(rows, comps)
+        byname = dict((r["allocator"], r) for r in rows)
+        self.assertEqual((byname["hakmem"]["verdict_against"], byname["hakmem"]["verdict"]),
+                         ("tcmalloc", "ahead"))
+        self.assertEqual(byname["candidate"]["verdict_against"], "hakmem")
+        self.assertNotIn("verdict", byname["tcmalloc"])
+        text = "\n".join(run.verdict_lines(comps))
+        self.assertIn("hakmem    vs tcmalloc   20 reps  1.050", text)
+        self.assertIn("| w | candidate | hakmem | 20 |", "\n".join(run.verdict_lines(comps, True)))
+
+    def test_one_slow_run_moves_a_verdict_by_one_rank(self):
+        # hakmem 2 % behind in 19 of 20 reps, 3x ahead in one (a peer's run
+        # that the machine slowed down): still behind
+        speed = {"hakmem": lambda r: 98.0 if r != 7 else 300.0, "tcmalloc": lambda r: 100.0,
+                 "mimalloc": lambda r: 50.0, "candidate": lambda r: 98.0}
+        runs = self.runs(20, speed)
+        comps = run.comparisons(runs, self.ALLOCS, ["w"], run.best_peers(runs, self.ALLOCS, ["w"]))
+        self.assertEqual([c["verdict"] for c in comps if c["allocator"] == "hakmem"], ["behind"])
+
+    def test_too_few_runs_is_no_verdict(self):
+        speed = {"hakmem": lambda r: 200.0, "tcmalloc": lambda r: 100.0,
+                 "mimalloc": lambda r: 50.0, "candidate": lambda r: 200.0}
+        runs = self.runs(5, speed)
+        comps = run.comparisons(runs, self.ALLOCS, ["w"], run.best_peers(runs, self.ALLOCS, ["w"]))
+        self.assertEqual(set(c["verdict"] for c in comps), {"too few runs"})
+        self.assertIn("w", run.undecided(comps))
+
+
 class TestRunnerOutputs(unittest.TestCase):
     def test_default_out_dir_is_ignored_by_git(self):
         # make bench must leave the git tree clean: its results go under build/

@@ -23,7 +23,7 @@ hak_page_kind_t hak_class_kind(unsigned cls) {
 }
 
 unsigned hak_kind_shift(hak_page_kind_t kind) {
-    static const uint8_t shift[HAK_PAGE_KINDS + 1] = { 16, 17, 18, 19, 22, 22 };
+    static const uint8_t shift[HAK_PAGE_KINDS + 1] = { 16, 18, 19, 20, 22, 22 };
     return shift[kind];
 }
 

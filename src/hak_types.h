@@ -6,8 +6,8 @@
  *           block's page is found from its address alone.
  * page      A run of memory holding blocks of one size class, with three
  *           free lists (see hak_page_t).  A page is 64 KiB (small: blocks
- *           <= 8 KiB, so 8 to 4,096 blocks a page), 128/256/512 KiB (medium,
- *           <= 16/32/64 KiB: 8..14 blocks a page) or, for large blocks
+ *           <= 8 KiB, so 8 to 4,096 blocks a page), 256/512/1024 KiB (medium,
+ *           <= 16/32/64 KiB: 16..28 blocks a page) or, for large blocks
  *           (<= 2 MiB), a span of 64 KiB slices of a large segment holding
  *           256 KiB of blocks (at least one).  Huge blocks get a page of
  *           their own inside a mapping of their own.
@@ -87,14 +87,16 @@
 _Static_assert(HAK_ARCH_PAGE_MAX <= (1 << HAK_SLICE_SHIFT), "OS pages larger than a slice");
 
 /* Page kinds: a small page holds 8..4,096 blocks of its class, a medium page
- * 8..14, a large page 256 KiB of blocks (1..3), so that a class's partly
- * used medium or large page keeps little idle memory.  All pages of a
- * segment have one kind; a large segment's pages are spans of its slices. */
+ * 16..28 (carved a block at a time, so a partly used page commits only the
+ * blocks the class has used: hak_page_extend), a large page 256 KiB of
+ * blocks (1..3), so that a class's partly used large page keeps little idle
+ * memory.  All pages of a segment have one kind; a large segment's pages
+ * are spans of its slices. */
 typedef enum hak_page_kind_e {
     HAK_PAGE_SMALL = 0,     /* 64 KiB pages, blocks <= 8 KiB */
-    HAK_PAGE_MEDIUM1 = 1,   /* 128 KiB pages, blocks <= 16 KiB */
-    HAK_PAGE_MEDIUM2 = 2,   /* 256 KiB pages, blocks <= 32 KiB */
-    HAK_PAGE_MEDIUM = 3,    /* 512 KiB pages, blocks <= 64 KiB */
+    HAK_PAGE_MEDIUM1 = 1,   /* 256 KiB pages, blocks <= 16 KiB */
+    HAK_PAGE_MEDIUM2 = 2,   /* 512 KiB pages, blocks <= 32 KiB */
+    HAK_PAGE_MEDIUM = 3,    /* 1 MiB pages, blocks <= 64 KiB */
     HAK_PAGE_LARGE = 4,     /* spans of 64 KiB slices, blocks <= 2 MiB */
     HAK_PAGE_HUGE = 5       /* a mapping of its own */
 } hak_page_kind_t;

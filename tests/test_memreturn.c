@@ -713,7 +713,7 @@ static int slots_stay_dirty(void)
  * still committed, gets its old slot back: its blocks lie where they lay and
  * touch no OS page the last tenure did not (a page of another class there
  * would put its links elsewhere).  Two medium classes of one kind (20 and
- * 24 KiB blocks, 256 KiB pages) each fill five pages and free them: a
+ * 24 KiB blocks, 512 KiB pages) each fill five pages and free them: a
  * medium class keeps up to three empty pages on its heap's kept list (hak_page_retire)
  * and gives the others' slots back.  Taken back in the other order, every
  * block of each class must land where a block of that class lay (the kept

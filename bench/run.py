@@ -325,18 +325,13 @@ def _throughputs(runs, wl, alloc):
 def best_peers(runs, allocs, workloads):
     """{workload: the peer with the highest median throughput} (peers: every
     allocator but hakmem and the candidate; a workload no peer ran has none)."""
+    peers = [a for a, _ in allocs if a not in _subjects(allocs)]
     best = {}
     for wl in workloads:
-        top = None
-        for a, _ in allocs:
-            t = _throughputs(runs, wl, a)
-            if a in _subjects(allocs) or not t:
-                continue
-            m = stats.median(list(t.values()))
-            if top is None or m > top[1]:
-                top = (a, m)
-        if top:
-            best[wl] = top[0]
+        medians = [(stats.median(list(t.values())), a) for a in peers
+                   for t in [_throughputs(runs, wl, a)] if t]
+        if medians:
+            best[wl] = max(medians, key=lambda m: m[0])[1]
     return best
 
 
@@ -393,12 +388,14 @@ def verdict_lines(comps, markdown=False):
 def add_verdicts(rows, comps):
     """The CSV's verdict columns: hakmem's row against the faster peer, a
     candidate's row against hakmem (or the peer, without hakmem)."""
+    chosen = {}
     for c in comps:
-        for row in rows:
-            if row["workload"] != c["workload"] or row["allocator"] != c["allocator"]:
-                continue
-            if c["allocator"] == CANDIDATE and row.get("verdict_against") == "hakmem":
-                continue
+        key = (c["workload"], c["allocator"])
+        if key not in chosen or c["against"] == "hakmem":
+            chosen[key] = c
+    for row in rows:
+        c = chosen.get((row["workload"], row["allocator"]))
+        if c:
             row.update(verdict_against=c["against"], verdict_reps=c["reps"],
                        verdict_ratio=c["ratio"], verdict_lo=c["ci"][0] if c["ci"] else None,
                        verdict_hi=c["ci"][1] if c["ci"] else None, verdict=c["verdict"])

@@ -1,6 +1,6 @@
 # bench/bench.mk -- benchmark workloads and `make bench` (included by ../Makefile).
 #   make bench            full comparison (5 interleaved repetitions, up to 20 for
-#                         a workload whose verdict is open; ~10 min)
+#                         a workload whose verdict is open; ~7 min)
 #   make bench QUICK=1    short comparison (3 repetitions, < 3 min)
 #   make bench-bins       only build the workload programs into $(BUILD)/bench/
 #   make bench-snapshot   copy the last run's results (build/bench/results/) into

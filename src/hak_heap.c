@@ -16,14 +16,18 @@
  * would abandon a heap again -- may still allocate: each such allocation
  * borrows an abandoned heap for its own duration (hak_malloc_late). */
 #include "hak_internal.h"
+#include "hak_purge.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/single_threaded.h>
 
 HAK_TLS hak_heap_t *hak_tls_heap = &hak_heap_empty;
 HAK_TLS uint16_t hak_tls_tag = HAK_TAG_INVALID;
 HAK_TLS bool hak_tls_exiting;
 HAK_TLS bool hak_tls_moving;
+HAK_TLS uint64_t hak_tls_thread_id;
+static _Atomic uint64_t hak_next_thread_id;
 /* the heap this thread gave up at exit: its late allocations borrow it first */
 static HAK_TLS hak_heap_t *hak_tls_last;
 /* the fallback exit handler is registered for this thread */
@@ -153,6 +157,44 @@ static hak_heap_t *hak_heap_oldest_abandoned(bool *busy) {
     return best;
 }
 
+static void hak_heap_abandon(hak_heap_t *heap);
+
+/* Heaps whose thread ended without hakmem's exit handler: a thread whose
+ * first allocation came in the last round of pthread key destructors got a
+ * heap that no round was left to abandon.  When a thread is about to make
+ * a new heap, and thread heaps in state OWNED are at least as many as the
+ * live threads (the caller has none, nor has the purger), some owner has
+ * ended: each OWNED heap whose thread /proc shows gone is abandoned, to be
+ * adopted like any other.  A wrong "alive" only delays this; /proc is not
+ * trusted to say "gone" unless it shows the caller alive (hak_os.c).
+ * Returns whether any heap was reclaimed. */
+static bool hak_heap_reclaim_dead(void) {
+    long owned = 0;
+    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all)
+        owned += !h->pub_magic && atomic_load_explicit(&h->state, memory_order_acquire) == HAK_HEAP_OWNED;
+    if (owned == 0) return false;
+    long live = hak_os_live_threads();
+    if (live < 0 || owned < live - (hak_purger_running() ? 1 : 0)) return false;
+    bool any = false;
+    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
+        if (h->pub_magic || atomic_load_explicit(&h->state, memory_order_acquire) != HAK_HEAP_OWNED) continue;
+        long tid = atomic_load_explicit(&h->owner_tid, memory_order_relaxed);
+        if (tid == 0 || !hak_os_thread_gone(tid)) continue;
+        int e = HAK_HEAP_OWNED;
+        if (!atomic_compare_exchange_strong_explicit(&h->state, &e, HAK_HEAP_BUSY, memory_order_acquire,
+                                                     memory_order_relaxed))
+            continue;
+        if (atomic_load_explicit(&h->owner_tid, memory_order_relaxed) != tid) {   /* taken meanwhile */
+            atomic_store_explicit(&h->state, HAK_HEAP_OWNED, memory_order_release);
+            continue;
+        }
+        hak_count(heaps_reclaimed);
+        hak_heap_abandon(h);
+        any = true;
+    }
+    return any;
+}
+
 static hak_heap_t *hak_heap_acquire(int state, hak_heap_t *prefer) {
     hak_fork_settle();
     hak_heap_t *heap = prefer && hak_heap_take(prefer, state) ? prefer : NULL;
@@ -168,6 +210,11 @@ static hak_heap_t *hak_heap_acquire(int state, hak_heap_t *prefer) {
         if (h && ++tries < 8) continue;   /* another thread took it first */
         again = busy;
         if (++pass < 2 && again) sched_yield();
+    }
+    if (!heap && hak_heap_reclaim_dead()) {
+        bool busy = false;
+        hak_heap_t *h = hak_heap_oldest_abandoned(&busy);
+        if (h && hak_heap_take(h, state)) heap = h;
     }
     if (heap) {
         if (state == HAK_HEAP_OWNED) hak_count(heaps_adopted);
@@ -196,6 +243,7 @@ hak_heap_t *hak_heap_make(int state) {
 /* A thread gives its heap up: from now on any thread may adopt or sweep it. */
 static _Atomic uint64_t hak_abandon_seq;
 static void hak_heap_abandon(hak_heap_t *heap) {
+    atomic_store_explicit(&heap->owner_tid, 0, memory_order_relaxed);
     atomic_store_explicit(&heap->abandoned_seq,
                           atomic_fetch_add_explicit(&hak_abandon_seq, 1, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -228,6 +276,7 @@ hak_heap_t *hak_heap_for_thread(void) {
     if (hak_tls_exiting) return &hak_heap_empty;
     hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_OWNED, NULL);
     if (!heap) return NULL;
+    atomic_store_explicit(&heap->owner_tid, hak_os_gettid(), memory_order_relaxed);
     hak_tls_heap = heap;
     hak_tls_tag = hak_fast_tag(heap);
     hak_thread_register(heap);
@@ -240,15 +289,31 @@ hak_heap_t *hak_heap_for_thread(void) {
  * it and abandon it again.  The block then lives in an abandoned heap like
  * any block an exited thread left behind.  Such destructors are rare; each
  * of their allocations pays a CAS and a store. */
+hak_heap_t *hak_heap_borrow(void) {
+    hak_process_init();
+    return hak_heap_acquire(HAK_HEAP_BUSY, hak_tls_last);
+}
+void hak_heap_give_back(hak_heap_t *heap) {
+    hak_tls_last = heap;
+    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);   /* still counted */
+}
+
 void *hak_malloc_late(size_t size) {
     hak_process_init();
     if (size > HAK_LARGE_MAX) return hak_huge_alloc(size, HAK_MIN_ALIGN, false);   /* no heap needed */
-    hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_BUSY, hak_tls_last);
+    hak_heap_t *heap = hak_heap_borrow();
     if (!heap) { errno = ENOMEM; return NULL; }
     void *p = hak_malloc_slow(size, heap);
-    hak_tls_last = heap;
-    atomic_store_explicit(&heap->state, HAK_HEAP_ABANDONED, memory_order_release);   /* still counted */
+    hak_heap_give_back(heap);
     return p;
+}
+
+/* This thread's id for public heaps' ownership: a count, so no two threads
+ * of the process ever share one (kernel ids and pthread_t are reused). */
+uint64_t hak_thread_id(void) {
+    if (!hak_tls_thread_id)
+        hak_tls_thread_id = atomic_fetch_add_explicit(&hak_next_thread_id, 1, memory_order_relaxed) + 1;
+    return hak_tls_thread_id;
 }
 
 /* Collect every page of heap: apply delayed and remote frees, give empty
@@ -298,6 +363,7 @@ static void hak_thread_done(void *value) {
     hak_tls_tag = HAK_TAG_INVALID;
     hak_tls_last = heap;
     hak_heap_abandon(heap);
+    hak_purger_thread_ends();   /* the purger looks whether this was the program's last thread */
 }
 
 /* Collect the abandoned heaps nobody adopted, so their empty pages and
@@ -505,12 +571,15 @@ static void hak_fork_settle(void) {
  * caught between a state change and its update). */
 static void hak_fork_child_heaps(void) {
     hak_heap_t *self = hak_tls_heap;
+    if (self != &hak_heap_empty) atomic_store_explicit(&self->owner_tid, hak_os_gettid(), memory_order_relaxed);
     size_t abandoned = 0, forked = 0;
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed); h; h = h->next_all) {
         int st = atomic_load_explicit(&h->state, memory_order_relaxed);
         /* public heaps stay their thread's: the forking thread's still work,
-         * the others' are left alone (their thread is gone) */
-        if (h == self || st == HAK_HEAP_LOST || h->parent) continue;
+         * the others' are left alone (their thread is gone); */
+        /* public heaps, live or destroyed (a destroyed one waits on the
+         * free list for hakmem_heap_new), are never a thread's heap */
+        if (h == self || st == HAK_HEAP_LOST || h->pub_magic) continue;
         if (st == HAK_HEAP_ABANDONED) {
             abandoned++;
         } else {   /* OWNED, BUSY, FORKED (a fork before this child's parent settled) */
@@ -537,20 +606,57 @@ void hak_heaps_unlock_after_fork(bool child) {
     }
 }
 
+/* The fork handlers of the layers above, in order of registration. */
+#define HAK_FORK_HOOKS 4
+static struct { void (*prepare)(void), (*parent)(void), (*child)(void); } hak_fork_hooks[HAK_FORK_HOOKS];
+static _Atomic unsigned hak_fork_hook_count;
+void hak_fork_hook_add(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+    unsigned i = atomic_load(&hak_fork_hook_count);
+    if (i >= HAK_FORK_HOOKS) hak_fatal("fork", "too many fork hooks", NULL);
+    hak_fork_hooks[i].prepare = prepare;
+    hak_fork_hooks[i].parent = parent;
+    hak_fork_hooks[i].child = child;
+    atomic_store(&hak_fork_hook_count, i + 1);   /* (each registration runs once, under pthread_once or a constructor) */
+}
+
+/* A process that has only ever had one thread takes no lock at fork, as
+ * glibc's malloc does not: the only thread that could hold one is the
+ * forking thread itself, interrupted by a signal handler that forks, and
+ * taking the lock again would hang it.  Parent and child go on from
+ * exactly the state the fork saw; the interrupted operation completes in
+ * both.  (A multi-threaded process that forks from a signal handler is
+ * not supported, by glibc either: its own fork takes locks the
+ * interrupted code may hold.  The background purger is a thread: with
+ * it, every process is multi-threaded.) */
+static bool hak_fork_locked;
 static void hak_fork_prepare(void) {
+    hak_fork_locked = !__libc_single_threaded;
+    if (!hak_fork_locked) return;
+    for (unsigned i = atomic_load(&hak_fork_hook_count); i-- > 0; ) hak_fork_hooks[i].prepare();
     hak_stats_lock_for_fork();
     hak_heaps_lock_for_fork();
     hak_segment_lock_for_fork();
 }
 static void hak_fork_parent(void) {
+    if (!hak_fork_locked) return;
     hak_segment_unlock_after_fork(false);
     hak_heaps_unlock_after_fork(false);
     hak_stats_unlock_after_fork(false);
+    for (unsigned i = 0, n = atomic_load(&hak_fork_hook_count); i < n; i++) hak_fork_hooks[i].parent();
 }
 static void hak_fork_child(void) {
+    if (!hak_fork_locked) {
+        hak_heap_t *self = hak_tls_heap;   /* the one thread's heap, and its new kernel id */
+        if (self != &hak_heap_empty) atomic_store_explicit(&self->owner_tid, hak_os_gettid(), memory_order_relaxed);
+        return;
+    }
     hak_segment_unlock_after_fork(true);
     hak_heaps_unlock_after_fork(true);
     hak_stats_unlock_after_fork(true);
+    for (unsigned i = 0, n = atomic_load(&hak_fork_hook_count); i < n; i++) hak_fork_hooks[i].child();
+    /* every lock is free again, hakmem's and glibc's (glibc resets its own
+     * before the handlers run): the child's own purger */
+    hak_purger_start();
 }
 
 void hak_stats_at_exit(void);
@@ -561,4 +667,5 @@ __attribute__((constructor(101))) static void hak_constructor(void) {
     if (hak_opt.verbose) hak_options_print();
     hak_crash_install();
     if (hak_opt.stats) atexit(hak_stats_at_exit);
+    hak_purger_start();   /* here, where no lock of hakmem's or libc's is held (hak_purge.c) */
 }

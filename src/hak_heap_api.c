@@ -3,10 +3,11 @@
  *
  * A public heap is an ordinary hak_heap_t that no thread has as its default
  * (hak_tls_heap): it has its own tag, pages and segments, so the slow paths
- * of malloc (hak_malloc_slow) and of free serve it unchanged.  heap->parent
- * names the default heap of the thread that made it: only the thread holding
- * that heap may allocate from it, destroy, delete, visit it or read its
- * stats (hak_pub_check).  Any thread frees its blocks with plain free(); the
+ * of malloc (hak_malloc_slow) and of free serve it unchanged.
+ * heap->pub_owner names the thread that made it (hak_thread_id, an id no
+ * other thread ever has): only that thread may allocate from it, destroy,
+ * delete, visit it or read its stats (hak_pub_check) -- also from its key
+ * destructors after hakmem's own exit handler gave its default heap up.  Any thread frees its blocks with plain free(); the
  * region map holds the public heap's tag, which is no thread's, so every such
  * free -- the owner's too -- is a remote free (one CAS), collected when the
  * heap next needs a page.  The fast paths of malloc and free do not change.
@@ -40,7 +41,7 @@ static hak_heap_t *hak_pub_huge_hold(hak_segment_t *seg);
 static void hak_pub_huge_unhold(hak_heap_t *h, hak_segment_t *seg);
 
 static void hak_pub_init(void) {
-    pthread_atfork(hak_pub_prepare, hak_pub_parent, hak_pub_child);
+    hak_fork_hook_add(hak_pub_prepare, hak_pub_parent, hak_pub_child);
     /* before any block of a public heap exists: hak_huge.c's hooks */
     hak_huge_hooks.unlink = hak_pub_huge_unlink;
     hak_huge_hooks.hold = hak_pub_huge_hold;
@@ -49,17 +50,17 @@ static void hak_pub_init(void) {
 
 /* The misuse checks every hakmem_heap_* call makes: a NULL heap, a destroyed
  * (or deleted) one, something else, a heap of another thread.  The common
- * case in two compares (a dead heap has no parent); the report out of line. */
+ * case in two compares (a dead heap has no owner); the report out of line. */
 static HAK_NOINLINE void hak_pub_report(hak_heap_t *h, const char *op) {
     if (!h) hak_fatal(op, "NULL heap", NULL);
     uint32_t magic = __atomic_load_n(&h->pub_magic, __ATOMIC_ACQUIRE);
     if (magic == HAK_PUB_DEAD || magic == HAK_PUB_GONE) hak_fatal(op, "heap already destroyed or deleted", h);
-    if (magic != HAK_PUB_LIVE || !h->parent) hak_fatal(op, "invalid heap (not made by hakmem_heap_new)", h);
-    if (h->parent != hak_tls_heap) hak_fatal(op, "heap used from a thread that does not own it", h);
+    if (magic != HAK_PUB_LIVE || !h->pub_owner) hak_fatal(op, "invalid heap (not made by hakmem_heap_new)", h);
+    if (h->pub_owner != hak_tls_thread_id) hak_fatal(op, "heap used from a thread that does not own it", h);
 }
 HAK_INLINE hak_heap_t *hak_pub_check(hakmem_heap_t *hh, const char *op) {
     hak_heap_t *h = (hak_heap_t *)hh;
-    if (hak_unlikely(!h || h->parent != hak_tls_heap || h->pub_magic != HAK_PUB_LIVE)) hak_pub_report(h, op);
+    if (hak_unlikely(!h || h->pub_owner != hak_tls_thread_id || h->pub_magic != HAK_PUB_LIVE)) hak_pub_report(h, op);
     return h;
 }
 
@@ -121,9 +122,8 @@ static void *hak_pub_huge_alloc(hak_heap_t *h, size_t size, size_t align, bool z
 }
 
 HAK_EXPORT hakmem_heap_t *hakmem_heap_new(void) {
-    hak_heap_t *self = hak_tls_heap;
-    if (self == &hak_heap_empty) self = hak_heap_for_thread();
-    if (!self || self == &hak_heap_empty) { errno = ENOMEM; return NULL; }   /* no memory, or exiting */
+    hak_process_init();
+    uint64_t owner = hak_thread_id();
     pthread_once(&hak_pub_once, hak_pub_init);
     pthread_mutex_lock(&hak_pub_lock);
     hak_heap_t *h = hak_pub_free;
@@ -137,7 +137,7 @@ HAK_EXPORT hakmem_heap_t *hakmem_heap_new(void) {
     if (h->pub_magic == HAK_PUB_GONE) hak_heap_process_delayed(h);
     else atomic_store_explicit(&h->xdelayed, NULL, memory_order_relaxed);
     h->pub_next = NULL;
-    h->parent = self;
+    h->pub_owner = owner;
     __atomic_store_n(&h->pub_magic, HAK_PUB_LIVE, __ATOMIC_RELEASE);
     return (hakmem_heap_t *)h;
 }
@@ -159,7 +159,7 @@ static void hak_pub_retire(hak_heap_t *h, uint32_t magic) {
         if (h->purge_pending_bytes_k) hak_fatal("hakmem_heap_destroy()", "purge accounting left in a dead heap", h);
     }
     __atomic_store_n(&h->pub_magic, magic, __ATOMIC_RELEASE);
-    h->parent = NULL;
+    h->pub_owner = 0;
     pthread_mutex_lock(&hak_pub_lock);
     h->pub_next = hak_pub_free;
     hak_pub_free = h;
@@ -198,7 +198,11 @@ HAK_EXPORT void hakmem_heap_destroy(hakmem_heap_t *hh) {
 
 HAK_EXPORT void hakmem_heap_delete(hakmem_heap_t *hh) {
     hak_heap_t *h = hak_pub_check(hh, "hakmem_heap_delete()");
-    hak_heap_t *to = h->parent;
+    /* the pages go to the calling thread's heap; after its exit handler, to
+     * a borrowed abandoned heap, abandoned again at the end */
+    hak_heap_t *to = hak_heap_for_thread(), *borrowed = NULL;
+    if (!to || to == &hak_heap_empty) to = borrowed = hak_heap_borrow();
+    if (!to) hak_fatal("hakmem_heap_delete()", "no memory for a heap to take the blocks over", h);
     /* huge blocks become plain huge blocks (the default heaps' huge blocks
      * belong to no heap) */
     pthread_mutex_lock(&hak_pub_huge_lock);
@@ -226,6 +230,7 @@ HAK_EXPORT void hakmem_heap_delete(hakmem_heap_t *hh) {
         }
     }
     hak_heap_process_delayed(h);        /* late remote frees (docs/heaps.md): to their new owner */
+    if (borrowed) hak_heap_give_back(borrowed);
     hak_pub_retire(h, HAK_PUB_GONE);
 }
 

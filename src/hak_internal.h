@@ -103,6 +103,9 @@ uint64_t hak_os_rss_peak_bytes(void);
 size_t hak_os_rss_bytes(void);
 void hak_os_write_err(const char *s, size_t n);
 uint64_t hak_os_random(void);                   /* getrandom, else clocks and ASLR mixed */
+long hak_os_gettid(void);
+bool hak_os_thread_gone(long tid);             /* thread tid has ended (false: alive or unknown) */
+long hak_os_live_threads(void);                /* threads alive, the caller included (-1: unknown) */
 
 /* ---- process secrets (hak_secret.c) ---- */
 extern _Atomic uint64_t hak_secrets[2];
@@ -139,7 +142,7 @@ typedef struct hak_counters_s {
     _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
     _Atomic uint64_t segments_in_use, segments_peak, huge_in_use, huge_peak;
     _Atomic uint64_t bytes_mapped, bytes_mapped_peak;
-    _Atomic uint64_t heaps_created, heaps_adopted;
+    _Atomic uint64_t heaps_created, heaps_adopted, heaps_reclaimed;
     _Atomic uint64_t class_pages[HAK_CLASS_COUNT], class_pages_peak[HAK_CLASS_COUNT];
 } hak_counters_t;
 extern hak_counters_t hak_counters;
@@ -163,6 +166,16 @@ hak_heap_t *hak_heap_for_thread(void);          /* make or adopt the calling thr
                                                    handler ran (it never owns a heap again) */
 void *hak_malloc_late(size_t size);             /* malloc for a thread whose exit handler ran
                                                    (hak_tls_exiting), from a borrowed heap */
+hak_heap_t *hak_heap_borrow(void);              /* an abandoned heap in state BUSY, for a thread
+                                                   whose exit handler ran (NULL: no memory) */
+void hak_heap_give_back(hak_heap_t *heap);      /* ... abandoned again */
+extern HAK_TLS uint64_t hak_tls_thread_id;      /* 0 until hak_thread_id() */
+uint64_t hak_thread_id(void);                   /* this thread's id, never reused in the process */
+/* Fork handlers of the layers above (heap profiles, public heaps): hakmem
+ * registers one set with pthread_atfork and calls these from it, prepare in
+ * reverse order of registration, parent and child in order, so that the
+ * child's purger starts after every lock is free (hak_heap.c, "fork"). */
+void hak_fork_hook_add(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 void hak_heap_collect(hak_heap_t *heap, bool force_purge);
 size_t hak_sweep_abandoned(bool force_purge);
 hak_heap_t *hak_heap_make(int state);          /* a fresh heap with a new tag, on the list of every heap */

@@ -8,6 +8,9 @@
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 static size_t hak_page_size_cached;
 
@@ -306,4 +309,78 @@ void hak_os_write_err(const char *s, size_t n) {
         if (w <= 0) return;
         s += w; n -= (size_t)w;
     }
+}
+
+/* ---- threads of this process, from /proc (no malloc: raw reads) ----
+ * Used by the background purger (is any thread of the program left?) and
+ * by the reclaim of heaps whose thread died without hakmem's exit handler
+ * (hak_heap.c).  Every answer errs on "alive": a wrong "alive" keeps a
+ * heap or the purger a little longer, a wrong "dead" would hand a live
+ * thread's heap to another, so -1 (unknown) is treated as alive. */
+
+/* The state letter of /proc/self/task/TID/stat, or 0 if there is no such
+ * task (ENOENT), or -1 if /proc cannot tell. */
+static int hak_os_task_state(long tid) {
+    char path[64], buf[512];
+    int n = snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    if (n <= 0 || (size_t)n >= sizeof path) return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (r <= 0) return errno == ESRCH ? 0 : -1;
+    buf[r] = 0;
+    const char *paren = strrchr(buf, ')');   /* the name may hold spaces and parentheses */
+    return paren && paren[1] == ' ' && paren[2] ? paren[2] : -1;
+}
+
+long hak_os_gettid(void) { return (long)syscall(SYS_gettid); }
+
+/* 1: thread tid of this process has ended (no task, or a zombie: the main
+ * thread after pthread_exit stays a zombie until the process ends); 0: it
+ * lives, or /proc cannot tell.  /proc is trusted only if it shows the
+ * calling thread alive (a /proc of another pid namespace would not). */
+bool hak_os_thread_gone(long tid) {
+    int saved = errno;
+    int self = hak_os_task_state(hak_os_gettid());
+    int st = self > 0 && self != 'Z' && self != 'X' ? hak_os_task_state(tid) : -1;
+    errno = saved;
+    return st == 0 || st == 'Z' || st == 'X';
+}
+
+/* How many threads of the process are alive, the caller included (-1:
+ * /proc cannot tell).  The count in /proc/self/stat comes first; at 2 the
+ * other may be a zombie main thread (it stays one after pthread_exit until
+ * the process ends), so then the tasks are looked at one by one. */
+long hak_os_live_threads(void) {
+    int saved = errno;
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) close(fd);
+    const char *s = r > 0 ? (buf[r] = 0, strrchr(buf, ')')) : NULL;
+    long threads = -1;
+    for (int field = 2; s && *s; s++)        /* field 2 ends at ')'; num_threads is field 20 */
+        if (*s == ' ' && ++field == 20) { threads = strtol(s + 1, NULL, 10); break; }
+    if (threads == 2) {
+        long self = hak_os_gettid(), n, live = 0;
+        int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0) { errno = saved; return -1; }
+        char d[2048];
+        while ((n = syscall(SYS_getdents64, dir, d, sizeof d)) > 0) {
+            for (long off = 0; off < n; ) {
+                struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; }
+                    *e = (void *)(d + off);
+                off += e->reclen;
+                if (e->name[0] < '0' || e->name[0] > '9') continue;
+                long tid = strtol(e->name, NULL, 10);
+                int st = tid == self ? 'R' : hak_os_task_state(tid);
+                live += !(st == 0 || st == 'Z' || st == 'X');
+            }
+        }
+        close(dir);
+        threads = n == 0 ? live : -1;
+    }
+    errno = saved;
+    return threads;
 }

@@ -409,7 +409,7 @@ __attribute__((constructor(102))) static void hak_profile_constructor(void) {
     void *frames[4];
     (void)hak_stack_capture(frames, 4);
     hak_tls_in_prof = false;
-    pthread_atfork(hak_prof_prepare, hak_prof_parent, hak_prof_child);
+    hak_fork_hook_add(hak_prof_prepare, hak_prof_parent, hak_prof_child);
     if (path && *path) {
         if (strlen(path) >= sizeof hak_exit_path)
             hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT='%s' is too long; ignored\n", path);

@@ -692,18 +692,42 @@ void hak_purge_all_heaps(void) {
 }
 
 /* ---- the background purger ----
- * One thread, started by the first kick after something became dirty (never
- * at start-up, never while hakmem holds a lock: pthread_create allocates).
- * It sleeps until the next purge is due; with nothing dirty anywhere it
- * sleeps on a futex until the next kick. */
+ * One thread, started at start-up (hakmem's constructor) when the option is
+ * on, and again in a fork child (the fork handler, once every lock is
+ * free again) -- never from malloc or free: glibc calls free() with its
+ * own locks held (the TLS vector of a joined thread under the stack-cache
+ * lock, among others), and pthread_create takes those locks.  It sleeps
+ * until the next purge is due; with nothing dirty anywhere it sleeps on a
+ * futex until the next kick, or a second.
+ *
+ * It never keeps the process alive.  glibc ends a process when its last
+ * thread ends, and the purger is a thread: so when the program's threads
+ * have all ended (hakmem's thread-exit handler tells it, and it looks
+ * itself once a second when idle) it returns, and glibc, seeing its last
+ * thread end, calls exit(0) as it would have for the program's last one. */
 
 static _Atomic int hak_purger_state;         /* 0 none, 1 starting, 2 running, 3 could not start */
 static _Atomic uint32_t hak_purger_awake;    /* futex word: 0 while it sleeps with nothing dirty */
+static _Atomic uint32_t hak_purger_look;     /* a thread of the program ended: is any left? */
 
 static void hak_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
     int saved = errno;
     syscall(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, val, ts, NULL, 0);
     errno = saved;
+}
+
+/* Whether the purger is the last live thread.  A thread that just told us
+ * it ends is still on its way out: while it may be the only other one
+ * (besides a zombie main thread, which /proc/self/stat's count includes),
+ * look again, for up to about half a second. */
+static bool hak_purger_alone(void) {
+    for (unsigned ms = 1; ; ms *= 2) {
+        long live = hak_os_live_threads();
+        if (live == 1) return true;
+        if (live < 2 || live > 3 || ms > 256) return false;
+        struct timespec ts = { 0, (long)ms * 1000000L };
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void *hak_purger_main(void *arg) {
@@ -718,20 +742,30 @@ static void *hak_purger_main(void *arg) {
         hak_pst_add(purger_rounds, 1);
         struct timespec ts;
         if (next == 0) {
-            ts.tv_sec = 10; ts.tv_nsec = 0;   /* nothing dirty: until a kick (10 s: a safety net) */
-            hak_futex(&hak_purger_awake, FUTEX_WAIT, 0, &ts);
+            ts.tv_sec = 1; ts.tv_nsec = 0;   /* nothing dirty: until a kick, or a look at the threads */
         } else {
             uint64_t ms = next > now ? next - now : 0;
-            if (ms < 5) ms = 5;                  /* the clock is coarse: no busy rounds */
+            if (ms < 5) ms = 5;              /* the clock is coarse: no busy rounds */
             atomic_store_explicit(&hak_purger_awake, 1, memory_order_relaxed);
             ts.tv_sec = (time_t)(ms / 1000); ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-            nanosleep(&ts, NULL);
         }
+        /* asleep: a kick that sees awake == 0 wakes it; a thread's exit
+         * always does (it sets awake to 2, which no wait expects) */
+        bool look = atomic_exchange_explicit(&hak_purger_look, 0, memory_order_seq_cst) != 0;
+        if (!look) {
+            hak_futex(&hak_purger_awake, FUTEX_WAIT, next == 0 ? 0 : 1, &ts);
+            look = atomic_exchange_explicit(&hak_purger_look, 0, memory_order_seq_cst) != 0;
+        }
+        if ((look || next == 0) && hak_purger_alone()) break;
     }
-    return NULL;
+    atomic_store(&hak_purger_state, 0);
+    return NULL;   /* the process's last thread: glibc calls exit(0) */
 }
 
-static void hak_purger_start(void) {
+/* Start the purger if the options want one (hakmem's constructor, a fork
+ * child): never while hakmem or libc may hold a lock pthread_create needs. */
+void hak_purger_start(void) {
+    if (!hak_opt.background_purge || !hak_purging() || hak_delay_ms() == 0) return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&hak_purger_state, &expected, 1)) return;
     pthread_attr_t attr;
@@ -741,7 +775,8 @@ static void hak_purger_start(void) {
     int saved = errno;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, (size_t)128 << 10);
+    /* the last thread runs the program's atexit handlers (see above) */
+    pthread_attr_setstacksize(&attr, (size_t)1 << 20);
     pthread_sigmask(SIG_SETMASK, &all, &old);      /* the purger takes no signal of the program's */
     atomic_store_explicit(&hak_purger_awake, 1, memory_order_relaxed);
     int rc = pthread_create(&tid, &attr, hak_purger_main, NULL);
@@ -751,19 +786,30 @@ static void hak_purger_start(void) {
     atomic_store(&hak_purger_state, rc == 0 ? 2 : 3);
 }
 
+bool hak_purger_running(void) { return atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == 2; }
+
+/* Something became dirty: wake the purger if it sleeps with nothing dirty.
+ * Never starts it (see above): without a purger, the threads' own slow
+ * paths purge, as with the option off. */
 void hak_purger_kick(void) {
-    if (!hak_opt.background_purge || !hak_purging() || hak_delay_ms() == 0) return;
-    int st = atomic_load_explicit(&hak_purger_state, memory_order_relaxed);
-    if (hak_likely(st == 2)) {
+    if (!hak_opt.background_purge) return;
+    if (hak_likely(atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == 2)) {
         /* the dirty state this thread published must be seen by a purger
          * that goes to sleep now (store-load order: a full fence) */
         atomic_thread_fence(memory_order_seq_cst);
         if (atomic_load_explicit(&hak_purger_awake, memory_order_relaxed) == 0 &&
             atomic_exchange_explicit(&hak_purger_awake, 1, memory_order_seq_cst) == 0)
             hak_futex(&hak_purger_awake, FUTEX_WAKE, 1, NULL);
-        return;
     }
-    if (st == 0) hak_purger_start();
+}
+
+/* A thread of the program is ending (hakmem's exit handler): the purger
+ * looks whether it was the last. */
+void hak_purger_thread_ends(void) {
+    if (atomic_load_explicit(&hak_purger_state, memory_order_relaxed) != 2) return;
+    atomic_store_explicit(&hak_purger_look, 1, memory_order_seq_cst);
+    atomic_store_explicit(&hak_purger_awake, 2, memory_order_seq_cst);
+    hak_futex(&hak_purger_awake, FUTEX_WAKE, 1, NULL);
 }
 
 /* ---- fork (hak_heap.c's pthread_atfork handlers) ---- */
@@ -777,9 +823,10 @@ void hak_segment_unlock_after_fork(bool child) {
     if (child) {
         pthread_mutex_init(&hak_cache_lock, NULL);
         pthread_mutex_init(&hak_purger_lock, NULL);
-        /* the purger thread is not copied: the child starts its own when needed */
+        /* the purger thread is not copied: hak_fork_child starts the child's own */
         atomic_store(&hak_purger_state, 0);
         atomic_store(&hak_purger_awake, 0);
+        atomic_store(&hak_purger_look, 0);
     } else {
         pthread_mutex_unlock(&hak_cache_lock);
         pthread_mutex_unlock(&hak_purger_lock);

@@ -383,7 +383,7 @@ static bool hak_segment_has_room(hak_heap_t *heap, hak_page_kind_t kind, unsigne
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     hak_page_kind_t kind = hak_class_kind(cls);
     /* (not for a public heap: it has no previous thread to take over from) */
-    if (hak_tls_collected != heap && !heap->parent && !hak_segment_has_room(heap, kind, cls)) {
+    if (hak_tls_collected != heap && !heap->pub_magic && !hak_segment_has_room(heap, kind, cls)) {
         hak_tls_collected = heap;
         hak_tls_taking_over = true;
         hak_heap_collect(heap, false);

@@ -98,8 +98,10 @@ HAK_EXPORT void hakmem_stats_print(void) {
     hak_message("hakmem:   segments in use %lu (peak %lu), huge blocks %lu (peak %lu)\n",
                 (unsigned long)s.segments_in_use, (unsigned long)s.segments_peak,
                 (unsigned long)s.huge_in_use, (unsigned long)s.huge_peak);
-    hak_message("hakmem:   heaps created %lu, adopted %lu; slow allocations %lu; remote frees %lu (CAS retries %lu)\n",
+    hak_message("hakmem:   heaps created %lu, adopted %lu, reclaimed from ended threads %lu; slow allocations %lu; "
+                "remote frees %lu (CAS retries %lu)\n",
                 (unsigned long)s.heaps_created, (unsigned long)s.heaps_adopted,
+                (unsigned long)atomic_load_explicit(&hak_counters.heaps_reclaimed, memory_order_relaxed),
                 (unsigned long)s.slow_allocs, (unsigned long)s.remote_frees,
                 (unsigned long)s.remote_free_retries);
     hak_message("hakmem:   OS calls: mmap %lu, munmap %lu, madvise %lu, mremap %lu\n",

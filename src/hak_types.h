@@ -24,7 +24,7 @@
  *           later adopted whole by a new thread (or swept by others).
  * public heap  A heap a program made with hakmem_heap_new (hak_heap_api.c,
  *           docs/heaps.md): no thread's default heap, used only by the thread
- *           whose default heap is its parent; destroyed or deleted whole.
+ *           that made it (pub_owner); destroyed or deleted whole.
  * size class  One of HAK_CLASS_COUNT block sizes.  16..128 step 16, then 8
  *           classes per power of two (12.5% apart) up to 2 MiB.
  * local free  A free by the thread that owns the block's heap: a push onto
@@ -278,6 +278,9 @@ typedef struct hak_heap_s {
     struct hak_heap_s *next_all;           /* global list of every heap */
     _Atomic uint64_t abandoned_seq;        /* when its thread gave it up (a global count):
                                               adoption takes the oldest (hak_heap.c) */
+    _Atomic long owner_tid;                /* the owning thread's kernel id while OWNED by a
+                                              thread (0 otherwise): a heap whose thread ended
+                                              without hakmem's exit handler is reclaimed by it */
     hak_segment_list_t segs[HAK_PAGE_KINDS]; /* segments with a free page slot */
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
     uint16_t tag;                          /* region map tag of its segments */
@@ -309,14 +312,15 @@ typedef struct hak_heap_s {
     uint32_t large_freed_seq[HAK_CLASS_COUNT];
     uint64_t large_cycling[(HAK_CLASS_COUNT + 63) / 64];
     /* public heaps (hakmem_heap_new, hak_heap_api.c, docs/heaps.md): a heap
-     * no thread has as its default.  parent is the default heap of the
-     * thread that made it (NULL for every thread heap): only the thread whose
-     * hak_tls_heap == parent may use it, and its own plain frees of the
-     * heap's blocks go the remote way (the region map holds the public
-     * heap's tag, not the thread's).  pub_magic says live or destroyed;
-     * pub_next links destroyed heaps kept for reuse (their tag with them).
-     * State stays HAK_HEAP_OWNED: nobody adopts or sweeps a public heap. */
-    struct hak_heap_s *parent;
+     * no thread has as its default.  pub_owner is the id of the thread that
+     * made it (hak_thread_id; 0 once destroyed or deleted): only that thread
+     * may use it -- before or after hakmem's exit handler -- and its own
+     * plain frees of the heap's blocks go the remote way (the region map
+     * holds the public heap's tag, not the thread's).  pub_magic says live or
+     * destroyed, and is 0 for every thread heap; pub_next links destroyed
+     * heaps kept for reuse (their tag with them).  State stays
+     * HAK_HEAP_OWNED: nobody adopts or sweeps a public heap. */
+    uint64_t pub_owner;
     struct hak_heap_s *pub_next;
     uint32_t pub_magic;
     struct hak_segment_s *pub_huge;        /* its huge blocks (seg->next/prev), under hak_pub_huge_lock */

@@ -7,6 +7,10 @@
 #   lifecycle.debug.*     fork: the stats lock, adoption of the other threads' heaps, a fork
 #                         chain's heaps and RSS, forks while threads allocate
 #   lifecycle.nokey.*     the thread-exit path when pthread_key_create fails
+#   lifecycle.ends.*      heaps at the ends of threads and across fork (tests/test_heap_ends.c):
+#                         a first allocation in the last key-destructor round, public heaps
+#                         used from key destructors, destroyed public heaps across fork;
+#                         release and debug, each with and without the background purger
 source "$(dirname "$0")/lib.sh"
 
 LC=$T/lifecycle
@@ -32,4 +36,14 @@ if need lifecycle.nokey.setup "$BIN" "$LC/nokey/libhakmem.so"; then
     run_bin lifecycle.nokey 300 env LD_PRELOAD="$LC/nokey/libhakmem.so" "$BIN" -p lifecycle.nokey \
         late_dtor fork_adopt
 fi
+ENDS=$T/test_heap_ends
+for v in release debug; do
+    so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO
+    need lifecycle.ends.$v.setup "$ENDS" "$so" || continue
+    for purge in 0 1; do
+        name=lifecycle.ends.$v; ((purge)) && name+=.purger
+        run_bin $name 60 env HAKMEM_BACKGROUND_PURGE=$purge LD_PRELOAD="$so" "$ENDS" -p $name \
+            first_late dtor_heaps fork_dead_pub
+    done
+done
 exit $SUITE_STATUS

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -92,7 +93,8 @@ static uint64_t hak_os_mix(uint64_t x) {
 uint64_t hak_os_random(void) {
     uint64_t r = 0;
     int saved = errno;
-    ssize_t n = getrandom(&r, sizeof r, GRND_NONBLOCK);
+    /* the system call itself: glibc's getrandom() is a cancellation point */
+    long n = syscall(SYS_getrandom, &r, sizeof r, GRND_NONBLOCK);
     errno = saved;
     if (n == (ssize_t)sizeof r) return r;
     struct timespec ts;
@@ -287,14 +289,27 @@ uint64_t hak_os_rss_peak_bytes(void) {
     return (uint64_t)ru.ru_maxrss * 1024u;
 }
 
+/* The start of a small file of /proc into buf, NUL-terminated: its length,
+ * or -1 (errno says why).  open, read and close are cancellation points,
+ * and no allocation function may be one (a thread cancelled inside malloc
+ * would leave hakmem's state half-changed): cancellation is off meanwhile. */
+static ssize_t hak_os_read_small(const char *path, char *buf, size_t size) {
+    int cs;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, size - 1) : -1;
+    if (fd >= 0) { int e = errno; close(fd); errno = e; }
+    pthread_setcancelstate(cs, NULL);
+    if (n >= 0) buf[n] = 0;
+    return n;
+}
+
 size_t hak_os_rss_bytes(void) {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    int saved = errno;
+    ssize_t n = hak_os_read_small("/proc/self/statm", buf, sizeof buf);
+    errno = saved;
     if (n <= 0) return 0;
-    buf[n] = 0;
     const char *s = buf;
     while (*s && *s != ' ') s++;          /* skip total size */
     size_t pages = 0;
@@ -304,11 +319,15 @@ size_t hak_os_rss_bytes(void) {
 }
 
 void hak_os_write_err(const char *s, size_t n) {
+    int cs, saved = errno;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);   /* write() is a cancellation point */
     while (n > 0) {
         ssize_t w = write(2, s, n);
-        if (w <= 0) return;
+        if (w <= 0) break;
         s += w; n -= (size_t)w;
     }
+    pthread_setcancelstate(cs, NULL);
+    errno = saved;
 }
 
 /* ---- threads of this process, from /proc (no malloc: raw reads) ----
@@ -324,12 +343,7 @@ static int hak_os_task_state(long tid) {
     char path[64], buf[512];
     int n = snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
     if (n <= 0 || (size_t)n >= sizeof path) return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
-    ssize_t r = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (r <= 0) return errno == ESRCH ? 0 : -1;
-    buf[r] = 0;
+    if (hak_os_read_small(path, buf, sizeof buf) <= 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
     const char *paren = strrchr(buf, ')');   /* the name may hold spaces and parentheses */
     return paren && paren[1] == ' ' && paren[2] ? paren[2] : -1;
 }
@@ -355,17 +369,16 @@ bool hak_os_thread_gone(long tid) {
 long hak_os_live_threads(void) {
     int saved = errno;
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    const char *s = r > 0 ? (buf[r] = 0, strrchr(buf, ')')) : NULL;
+    const char *s = hak_os_read_small("/proc/self/stat", buf, sizeof buf) > 0 ? strrchr(buf, ')') : NULL;
     long threads = -1;
     for (int field = 2; s && *s; s++)        /* field 2 ends at ')'; num_threads is field 20 */
         if (*s == ' ' && ++field == 20) { threads = strtol(s + 1, NULL, 10); break; }
     if (threads == 2) {
         long self = hak_os_gettid(), n, live = 0;
+        int cs;
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
         int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir < 0) { errno = saved; return -1; }
+        if (dir < 0) { pthread_setcancelstate(cs, NULL); errno = saved; return -1; }
         char d[2048];
         while ((n = syscall(SYS_getdents64, dir, d, sizeof d)) > 0) {
             for (long off = 0; off < n; ) {
@@ -379,6 +392,7 @@ long hak_os_live_threads(void) {
             }
         }
         close(dir);
+        pthread_setcancelstate(cs, NULL);
         threads = n == 0 ? live : -1;
     }
     errno = saved;

@@ -9,7 +9,6 @@
 #include <sys/random.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -290,16 +289,14 @@ uint64_t hak_os_rss_peak_bytes(void) {
 }
 
 /* The start of a small file of /proc into buf, NUL-terminated: its length,
- * or -1 (errno says why).  open, read and close are cancellation points,
- * and no allocation function may be one (a thread cancelled inside malloc
- * would leave hakmem's state half-changed): cancellation is off meanwhile. */
+ * or -1 (errno says why).  The raw system calls: glibc's open, read and
+ * close are cancellation points, and no allocation function may be one (a
+ * thread cancelled inside malloc would leave hakmem's state half-changed). */
+static long hak_os_open_raw(const char *path, int flags) { return syscall(SYS_openat, AT_FDCWD, path, flags | O_CLOEXEC); }
 static ssize_t hak_os_read_small(const char *path, char *buf, size_t size) {
-    int cs;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, size - 1) : -1;
-    if (fd >= 0) { int e = errno; close(fd); errno = e; }
-    pthread_setcancelstate(cs, NULL);
+    long fd = hak_os_open_raw(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? (ssize_t)syscall(SYS_read, fd, buf, size - 1) : -1;
+    if (fd >= 0) { int e = errno; syscall(SYS_close, fd); errno = e; }
     if (n >= 0) buf[n] = 0;
     return n;
 }
@@ -318,15 +315,15 @@ size_t hak_os_rss_bytes(void) {
     return pages * hak_os_page_size();
 }
 
+/* The raw system call: glibc's write() is a cancellation point (see
+ * hak_os_read_small); also async-signal-safe, for the crash report. */
 void hak_os_write_err(const char *s, size_t n) {
-    int cs, saved = errno;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);   /* write() is a cancellation point */
+    int saved = errno;
     while (n > 0) {
-        ssize_t w = write(2, s, n);
+        long w = syscall(SYS_write, 2, s, n);
         if (w <= 0) break;
         s += w; n -= (size_t)w;
     }
-    pthread_setcancelstate(cs, NULL);
     errno = saved;
 }
 
@@ -375,10 +372,8 @@ long hak_os_live_threads(void) {
         if (*s == ' ' && ++field == 20) { threads = strtol(s + 1, NULL, 10); break; }
     if (threads == 2) {
         long self = hak_os_gettid(), n, live = 0;
-        int cs;
-        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-        int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir < 0) { pthread_setcancelstate(cs, NULL); errno = saved; return -1; }
+        long dir = hak_os_open_raw("/proc/self/task", O_RDONLY | O_DIRECTORY);
+        if (dir < 0) { errno = saved; return -1; }
         char d[2048];
         while ((n = syscall(SYS_getdents64, dir, d, sizeof d)) > 0) {
             for (long off = 0; off < n; ) {
@@ -391,8 +386,7 @@ long hak_os_live_threads(void) {
                 live += !(st == 0 || st == 'Z' || st == 'X');
             }
         }
-        close(dir);
-        pthread_setcancelstate(cs, NULL);
+        syscall(SYS_close, dir);
         threads = n == 0 ? live : -1;
     }
     errno = saved;

@@ -123,7 +123,9 @@ fi
 # (f) the handler reaches only async-signal-safe functions: follow every
 # direct call and jump from hak_crash_handler through hakmem's own code and
 # list the functions it calls outside hakmem (through the PLT)
-SAFE='write open read lseek close sigaction pthread_sigmask sigprocmask raise kill getpid gettid tgkill sigemptyset
+# (syscall: the raw system call, no lock and no cancellation point: hakmem's
+# messages use it, hak_os_write_err)
+SAFE='syscall write open read lseek close sigaction pthread_sigmask sigprocmask raise kill getpid gettid tgkill sigemptyset
       sigaddset sigdelset sigfillset sigismember abort _exit __errno_location
       memset memcpy memmove memcmp memchr strlen strnlen strcmp strncmp strchr strcpy strncpy'
 callees() {   # callees SO: the external functions reachable from the handler

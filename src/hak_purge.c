@@ -716,23 +716,14 @@ static void hak_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct
     errno = saved;
 }
 
-/* Whether the purger is the last live thread.  A thread that just told us
- * it ends is still on its way out: while it may be the only other one
- * (besides a zombie main thread, which /proc/self/stat's count includes),
- * look again, for up to about half a second. */
-static bool hak_purger_alone(void) {
-    for (unsigned ms = 1; ; ms *= 2) {
-        long live = hak_os_live_threads();
-        if (live == 1) return true;
-        if (live < 2 || live > 3 || ms > 256) return false;
-        struct timespec ts = { 0, (long)ms * 1000000L };
-        nanosleep(&ts, NULL);
-    }
-}
-
 static void *hak_purger_main(void *arg) {
     (void)arg;
     prctl(PR_SET_NAME, "hakmem-purge", 0, 0, 0);
+    /* after a thread's end: look at the live threads again in look_ms (1,
+     * 2, 4 ... 256 ms): the ending thread is still on its way out.  Only
+     * while it may be the last other one (besides a zombie main thread,
+     * which /proc/self/stat's count includes); 0: no such look due. */
+    uint64_t look_ms = 0;
     for (;;) {
         /* announce the sleep first, then look: a kick after the look sees 0 and wakes us */
         atomic_store_explicit(&hak_purger_awake, 0, memory_order_seq_cst);
@@ -740,23 +731,27 @@ static void *hak_purger_main(void *arg) {
         uint64_t now = hak_os_now_ms(), next = hak_purge_round(now);
         pthread_mutex_unlock(&hak_purger_lock);
         hak_pst_add(purger_rounds, 1);
-        struct timespec ts;
-        if (next == 0) {
-            ts.tv_sec = 1; ts.tv_nsec = 0;   /* nothing dirty: until a kick, or a look at the threads */
-        } else {
-            uint64_t ms = next > now ? next - now : 0;
+        uint64_t ms = 1000;                  /* nothing dirty: until a kick, or a look at the threads */
+        if (next != 0) {
+            ms = next > now ? next - now : 0;
             if (ms < 5) ms = 5;              /* the clock is coarse: no busy rounds */
             atomic_store_explicit(&hak_purger_awake, 1, memory_order_relaxed);
-            ts.tv_sec = (time_t)(ms / 1000); ts.tv_nsec = (long)(ms % 1000) * 1000000L;
         }
-        /* asleep: a kick that sees awake == 0 wakes it; a thread's exit
+        if (look_ms && look_ms < ms) ms = look_ms;
+        struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+        /* asleep: a kick that sees awake == 0 wakes it; a thread's end
          * always does (it sets awake to 2, which no wait expects) */
-        bool look = atomic_exchange_explicit(&hak_purger_look, 0, memory_order_seq_cst) != 0;
-        if (!look) {
+        bool ended = atomic_exchange_explicit(&hak_purger_look, 0, memory_order_seq_cst) != 0;
+        if (!ended) {
             hak_futex(&hak_purger_awake, FUTEX_WAIT, next == 0 ? 0 : 1, &ts);
-            look = atomic_exchange_explicit(&hak_purger_look, 0, memory_order_seq_cst) != 0;
+            ended = atomic_exchange_explicit(&hak_purger_look, 0, memory_order_seq_cst) != 0;
         }
-        if ((look || next == 0) && hak_purger_alone()) break;
+        if (ended) look_ms = 1;
+        if (look_ms || next == 0) {
+            long live = hak_os_live_threads();
+            if (live == 1) break;            /* the program's threads have all ended */
+            if (look_ms) look_ms = live >= 2 && live <= 3 && look_ms < 256 ? look_ms * 2 : 0;
+        }
     }
     atomic_store(&hak_purger_state, 0);
     return NULL;   /* the process's last thread: glibc calls exit(0) */

@@ -5,7 +5,8 @@
 # attribution checks run at 32768); remote frees and frees in a forked
 # child leave the profile; the leak report names the leaking function; a bad
 # value is named in a warning; the launcher's --heap-profile writes a profile;
-# realloc and the aligned allocations are sampled as malloc is.
+# realloc and the aligned allocations are sampled as malloc is; dumps survive
+# a cancelled dumping thread and two dumps at once.
 # The checks are statistical: B live bytes of small blocks at interval N give
 # about B/N samples (Poisson), so the estimate's standard error is sqrt(N/B).
 # Every site is sized so that 10 % is at least 3.9 standard errors (at most
@@ -81,6 +82,17 @@ if run_bin profile.fork.run 120 "${FINE[@]}" "$BIN" fork "$TMP/fork.prof"; then
     within profile.fork.child "$(cum_mb "$TMP/fork.prof" child_site)" 96 10
     below profile.fork.freed_in_child "$(cum_mb "$TMP/fork.prof" parent_site)" 0
 fi
+
+# dumps in threads: a dumping thread cancelled at random moments (200 times)
+# leaves no lock taken (later samples and dumps, in main and in another
+# thread, go on) and no descriptor open; two threads dumping to files of
+# their own 300 times at once each get whole, well-formed dumps (header,
+# samples adding up to it, MAPPED_LIBRARIES: once, maps lines).  At N = 256
+# most blocks are sampled: a dump is many buffers written under the lock.
+for m in cancel concurrent; do
+    mkdir -p "$TMP/$m"
+    run_bin profile.$m 300 env HAKMEM_SAMPLE_BYTES=256 LD_PRELOAD="$REL_SO" "$BIN" $m "$TMP/$m"
+done
 
 # every allocation path with sampled blocks (one in about 4 KiB: most pages
 # of a sampled block's class are sampled pages): threads with remote frees,

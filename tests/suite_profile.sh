@@ -6,7 +6,8 @@
 # child leave the profile; the leak report names the leaking function; a bad
 # value is named in a warning; the launcher's --heap-profile writes a profile;
 # realloc and the aligned allocations are sampled as malloc is; dumps survive
-# a cancelled dumping thread and two dumps at once.
+# a cancelled dumping thread and two dumps at once; a plug-in reloaded at
+# another's address is unwound with its own rules.
 # The checks are statistical: B live bytes of small blocks at interval N give
 # about B/N samples (Poisson), so the estimate's standard error is sqrt(N/B).
 # Every site is sized so that 10 % is at least 3.9 standard errors (at most
@@ -93,6 +94,21 @@ for m in cancel concurrent; do
     mkdir -p "$TMP/$m"
     run_bin profile.$m 300 env HAKMEM_SAMPLE_BYTES=256 LD_PRELOAD="$REL_SO" "$BIN" $m "$TMP/$m"
 done
+
+# dlclose of a plug-in and dlopen of another with the same code but its frame
+# size, loaded at its address (tests/unwind_lib.S, built twice): every sample
+# taken in the second must name lib_alloc's caller, reload_site -- an unwind
+# rule cached for the first would end the walk there.  The debug build also
+# checks each cached walk against libgcc's.  Both orders.
+if need profile.reload "$T/unwind_lib24.so" "$T/unwind_lib56.so" "$DBG_SO"; then
+    for v in release debug; do
+        so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO
+        run_bin profile.reload.$v 60 env HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$so" "$BIN" reload profile.reload.$v \
+            "$T/unwind_lib24.so" "$T/unwind_lib56.so" "$TMP/reload.prof"
+        run_bin profile.reload.$v.back 60 env HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$so" "$BIN" reload profile.reload.$v.back \
+            "$T/unwind_lib56.so" "$T/unwind_lib24.so" "$TMP/reload.prof"
+    done
+fi
 
 # every allocation path with sampled blocks (one in about 4 KiB: most pages
 # of a sampled block's class are sampled pages): threads with remote frees,

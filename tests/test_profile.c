@@ -26,8 +26,14 @@
  *                               samples and dump, and no descriptor leaked
  *   test_profile concurrent DIR two threads each dump to a file of their own
  *                               300 times at once; every dump must be whole
- * (cancel and concurrent print PASS/FAIL lines themselves; a watchdog turns
- * a hang into a FAIL line)
+ *   test_profile reload NAME A.so B.so DUMP  (every allocation sampled) allocates
+ *                               through A's lib_alloc, dlcloses A, dlopens B
+ *                               (tests/unwind_lib.S: the same code but the
+ *                               frame size, usually at the same address) and
+ *                               allocates through B's: every sample taken in
+ *                               B must name reload_site as lib_alloc's caller
+ * (cancel, concurrent and reload print PASS/FAIL lines themselves; a
+ * watchdog turns a hang into a FAIL line)
  * The sites are functions of their own (noinline, exported with -rdynamic), so
  * pprof and the leak report can name them. */
 #include <dirent.h>
@@ -337,8 +343,77 @@ static int test_concurrent(const char *dir) {
     return bad != 0;
 }
 
+
+/* ---- reload: a plug-in unloaded and another loaded at its address ---- */
+
+NOINL void *reload_site(void *(*fn)(size_t), size_t n) {
+    char *p = fn(n);
+    if (p) p[0] = 'r';   /* (not a tail call: this frame stays on the stack) */
+    return p;
+}
+
+/* the dump's sample lines whose first frame is ret: how many, and how many
+ * of them have reload_site as the second frame */
+static void count_reload_samples(const char *path, uintptr_t ret, int *n, int *good) {
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    *n = *good = 0;
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "MAPPED_LIBRARIES:", 17)) break;
+        char *at = strstr(line, "] @ ");
+        if (!at || !strncmp(line, "heap profile:", 13)) continue;
+        char *s = at + 3, *end;
+        uintptr_t f1 = (uintptr_t)strtoull(s, &end, 16), f2 = (uintptr_t)strtoull(end, NULL, 16);
+        if (f1 != ret) continue;
+        (*n)++;
+        Dl_info di;
+        if (f2 && dladdr((void *)f2, &di) && di.dli_saddr == (void *)reload_site) (*good)++;
+    }
+    fclose(f);
+}
+
+static const char *reload_name;
+static int test_reload(const char *liba, const char *libb, const char *path) {
+    const char *name = reload_name;
+    start_watchdog(name, 60);
+    void *ha = dlopen(liba, RTLD_NOW | RTLD_LOCAL);
+    if (!ha) { printf("FAIL %s: %s\n", name, dlerror()); return 1; }
+    void *(*fa)(size_t) = (void *(*)(size_t))dlsym(ha, "lib_alloc");
+    uintptr_t reta = (uintptr_t)dlsym(ha, "lib_ret");
+    void *blocks[16];
+    for (int i = 0; i < 16; i++) blocks[i] = reload_site(fa, 100);   /* the walk's rules for A */
+    for (int i = 0; i < 16; i++) free(blocks[i]);
+    dlclose(ha);
+    void *hb = dlopen(libb, RTLD_NOW | RTLD_LOCAL);
+    if (!hb) { printf("FAIL %s: %s\n", name, dlerror()); return 1; }
+    void *(*fb)(size_t) = (void *(*)(size_t))dlsym(hb, "lib_alloc");
+    uintptr_t retb = (uintptr_t)dlsym(hb, "lib_ret");
+    for (int i = 0; i < 16; i++) blocks[i] = reload_site(fb, 100);
+    if (dump_fn(path) != 0) { printf("FAIL %s: dump failed\n", name); return 1; }
+    int n, good;
+    count_reload_samples(path, retb, &n, &good);
+    const char *where = reta == retb ? "B at A's address" : "B elsewhere";
+    if (n == 0) { printf("FAIL %s: no sample taken in B's lib_alloc (%s)\n", name, where); return 1; }
+    if (good != n) {
+        printf("FAIL %s: %d of %d samples taken in B's lib_alloc lack its caller (%s: a stale unwind rule)\n",
+               name, n - good, n, where);
+        return 1;
+    }
+    printf("PASS %s (%d samples, %s)\n", name, n, where);
+    for (int i = 0; i < 16; i++) free(blocks[i]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
+    if (!strcmp(argv[1], "reload") && argc == 6) {
+        reload_name = argv[2];
+        dump_fn = (int (*)(const char *))dlsym(RTLD_DEFAULT, "hakmem_profile_dump");
+        if (!dump_fn) { printf("FAIL %s: hakmem_profile_dump not found (not preloaded?)\n", argv[2]); return 1; }
+        setvbuf(stdout, NULL, _IONBF, 0);
+        return test_reload(argv[3], argv[4], argv[5]);
+    }
     if ((!strcmp(argv[1], "cancel") || !strcmp(argv[1], "concurrent")) && argc == 3) {
         dump_fn = (int (*)(const char *))dlsym(RTLD_DEFAULT, "hakmem_profile_dump");
         if (!dump_fn) { printf("FAIL profile.%s: hakmem_profile_dump not found (not preloaded?)\n", argv[1]); return 1; }

@@ -32,6 +32,12 @@
  *                               frame size, usually at the same address) and
  *                               allocates through B's: every sample taken in
  *                               B must name reload_site as lib_alloc's caller
+ *   test_profile reload_threads NAME A.so B.so  two threads load A or B in
+ *                               turn, allocate through it and unload it, 2000
+ *                               times each, while main allocates: no hang
+ *                               (the loader's lock inside malloc), and in the
+ *                               debug build no cached walk that differs from
+ *                               libgcc's
  * (cancel, concurrent and reload print PASS/FAIL lines themselves; a
  * watchdog turns a hang into a FAIL line)
  * The sites are functions of their own (noinline, exported with -rdynamic), so
@@ -405,8 +411,43 @@ static int test_reload(const char *liba, const char *libb, const char *path) {
     return 0;
 }
 
+
+static const char *reload_libs[2];
+static _Atomic int reload_done;
+static void *reload_loop(void *arg) {
+    long id = (long)arg;
+    for (int i = 0; i < 2000; i++) {
+        void *h = dlopen(reload_libs[(i + id) & 1], RTLD_NOW | RTLD_LOCAL);
+        if (!h) { printf("FAIL %s: %s\n", reload_name, dlerror()); exit(1); }
+        void *(*fn)(size_t) = (void *(*)(size_t))dlsym(h, "lib_alloc");
+        void *b[4];
+        for (int k = 0; k < 4; k++) b[k] = reload_site(fn, 64 + k);
+        for (int k = 0; k < 4; k++) free(b[k]);
+        dlclose(h);
+    }
+    reload_done++;
+    return NULL;
+}
+static int test_reload_threads(void) {
+    start_watchdog(reload_name, 100);
+    pthread_t t[2];
+    for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, reload_loop, (void *)i);
+    long n = 0;
+    while (reload_done < 2) { void *p = malloc(32 + (n++ & 255)); free(p); }   /* sampled too */
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    printf("PASS %s (%ld allocations by main meanwhile)\n", reload_name, n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
+    if (!strcmp(argv[1], "reload_threads") && argc == 5) {
+        reload_name = argv[2];
+        reload_libs[0] = argv[3];
+        reload_libs[1] = argv[4];
+        setvbuf(stdout, NULL, _IONBF, 0);
+        return test_reload_threads();
+    }
     if (!strcmp(argv[1], "reload") && argc == 6) {
         reload_name = argv[2];
         dump_fn = (int (*)(const char *))dlsym(RTLD_DEFAULT, "hakmem_profile_dump");

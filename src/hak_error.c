@@ -1,13 +1,21 @@
 /* hak_error.c -- messages and fatal misuse reports.  Formats into a stack
- * buffer and write(2)s it: never allocates, so it is safe inside malloc. */
+ * buffer and write(2)s it: never allocates, so it is safe inside malloc.
+ * A message longer than the buffer is cut and ends with HAK_CUT_MARK (so the
+ * next message still starts a line of its own).  The write is made with
+ * cancellation disabled: a caller may hold a lock of hakmem's, and write(2)
+ * is a cancellation point. */
 #include "hak_internal.h"
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
-typedef struct hak_buf_s { char *s; size_t n, cap; } hak_buf_t;
+typedef struct hak_buf_s { char *s; size_t n, cap; bool cut; } hak_buf_t;
 
 static void hak_buf_put(hak_buf_t *b, const char *s, size_t n) {
-    while (n-- > 0 && b->n + 1 < b->cap) b->s[b->n++] = *s++;
+    while (n-- > 0) {
+        if (b->n + 1 >= b->cap) { b->cut = true; return; }
+        b->s[b->n++] = *s++;
+    }
 }
 static void hak_buf_str(hak_buf_t *b, const char *s) {
     if (!s) s = "(null)";
@@ -53,14 +61,23 @@ static void hak_vformat(hak_buf_t *b, const char *fmt, va_list ap) {
     }
 }
 
+#define HAK_CUT_MARK " [message cut]\n"
+
 void hak_message(const char *fmt, ...) {
     char mem[1024];
-    hak_buf_t b = { mem, 0, sizeof mem };
+    hak_buf_t b = { mem, 0, sizeof mem - (sizeof HAK_CUT_MARK - 1), false };
     va_list ap;
     va_start(ap, fmt);
     hak_vformat(&b, fmt, ap);
     va_end(ap);
+    if (b.cut) {   /* the room kept for the mark */
+        memcpy(mem + b.n, HAK_CUT_MARK, sizeof HAK_CUT_MARK - 1);
+        b.n += sizeof HAK_CUT_MARK - 1;
+    }
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     hak_os_write_err(mem, b.n);
+    pthread_setcancelstate(old, NULL);
 }
 
 /* A misuse: "hakmem: free(): double free of 0x...", then abort(). */

@@ -4,6 +4,7 @@
  * (mallopt) or fails as glibc documents (malloc_info with options != 0). */
 #include "hak_purge.h"
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 
 /* Return every purgeable byte: this thread's free pages (and its heap's
@@ -58,13 +59,18 @@ HAK_EXPORT struct mallinfo hakmem_mallinfo(void) {
 }
 HAK_EXPORT void hakmem_malloc_stats(void) { hakmem_stats_print(); }
 
+/* (stdio's writes are cancellation points: disabled, as in every report of
+ * hakmem's, hakmem_stats_print and hakmem_profile_dump) */
 HAK_EXPORT int hakmem_malloc_info(int options, FILE *fp) {
     if (options != 0 || !fp) { errno = EINVAL; return -1; }
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     struct mallinfo2 m = hak_mallinfo2();
     fprintf(fp, "<malloc version=\"hakmem-%s\">\n<heap nr=\"0\">\n", HAKMEM_VERSION_STRING);
     fprintf(fp, "<total type=\"segments\" size=\"%zu\"/>\n<total type=\"in_pages\" size=\"%zu\"/>\n",
             m.arena, m.uordblks);
     fprintf(fp, "<total type=\"huge\" count=\"%zu\" size=\"%zu\"/>\n</heap>\n</malloc>\n", m.hblks, m.hblkhd);
+    pthread_setcancelstate(cancel, NULL);
     return 0;
 }
 

@@ -258,13 +258,18 @@ HAK_PROF_TEXT void hak_profile_resized(void *q, size_t size) {
 
 /* ---- output ---- */
 
-typedef struct { int fd; char buf[4096]; size_t n; } hak_out_t;
+/* A dump's output: its own descriptor and buffer, on the dumping thread's
+ * stack, so that two dumps at once never share either (a static one, used
+ * after the lock was released, mixed two dumps' files).  err: a write
+ * failed (its errno). */
+typedef struct { int fd, err; size_t n; char buf[4096]; } hak_out_t;
 static void hak_out_flush(hak_out_t *o) {
     size_t off = 0;
-    while (off < o->n) {
+    while (off < o->n && !o->err) {
         ssize_t w = write(o->fd, o->buf + off, o->n - off);
-        if (w <= 0) break;
-        off += (size_t)w;
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) o->err = w < 0 ? errno : EIO;
+        else off += (size_t)w;
     }
     o->n = 0;
 }
@@ -288,44 +293,63 @@ static void hak_expand_path(const char *path, char *out, size_t cap) {
     out[n] = 0;
 }
 
-/* The legacy text heap profile (gperftools' heap-profiler, "heap_v2"): one
- * line per live sample, raw; pprof unsamples with the period in the header.
- * Then MAPPED_LIBRARIES: and /proc/self/maps, for symbolization by the tool. */
-HAK_EXPORT int hakmem_profile_dump(const char *path) {
-    if (!path) { errno = EINVAL; return -1; }
-    char file[4096];
-    hak_expand_path(path, file, sizeof file);
-    bool saved_guard = hak_tls_in_prof;
-    hak_tls_in_prof = true;
-    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { hak_tls_in_prof = saved_guard; return -1; }
-    static hak_out_t o;   /* under hak_prof_lock */
+/* The dump into o, whose fd is open: the samples under the lock, then the
+ * maps. */
+static void hak_dump_to(hak_out_t *o) {
     pthread_mutex_lock(&hak_prof_lock);
-    o.fd = fd; o.n = 0;
     size_t bytes = 0;
     for (uint32_t i = 0; i < hak_prof_fresh; i++) if (hak_samples[i].ptr) bytes += hak_samples[i].size;
     long period = hak_opt.sample_bytes > 0 ? hak_opt.sample_bytes : 1;
-    hak_out(&o, "heap profile: %6zu: %8zu [%6zu: %8zu] @ heap_v2/%ld\n",
+    hak_out(o, "heap profile: %6zu: %8zu [%6zu: %8zu] @ heap_v2/%ld\n",
             hak_prof_live, bytes, hak_prof_live, bytes, period);
     for (uint32_t i = 0; i < hak_prof_fresh; i++) {
         const hak_sample_t *s = &hak_samples[i];
         if (!s->ptr) continue;
-        hak_out(&o, "%6d: %8zu [%6d: %8zu] @", 1, s->size, 1, s->size);
+        hak_out(o, "%6d: %8zu [%6d: %8zu] @", 1, s->size, 1, s->size);
         for (unsigned k = 0; k < s->depth; k++)
-            hak_out(&o, " %#lx", (unsigned long)(uintptr_t)s->frames[k]);
-        hak_out(&o, "\n");
+            hak_out(o, " %#lx", (unsigned long)(uintptr_t)s->frames[k]);
+        hak_out(o, "\n");
     }
     pthread_mutex_unlock(&hak_prof_lock);
-    hak_out(&o, "\nMAPPED_LIBRARIES:\n");
-    hak_out_flush(&o);
+    hak_out(o, "\nMAPPED_LIBRARIES:\n");
+    hak_out_flush(o);
     int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (maps >= 0) {
         ssize_t r;
-        while ((r = read(maps, o.buf, sizeof o.buf)) > 0) { o.n = (size_t)r; hak_out_flush(&o); }
+        while ((r = read(maps, o->buf, sizeof o->buf)) > 0) { o->n = (size_t)r; hak_out_flush(o); }
         close(maps);
     }
-    int rc = close(fd);
+}
+
+/* The legacy text heap profile (gperftools' heap-profiler, "heap_v2"): one
+ * line per live sample, raw; pprof unsamples with the period in the header.
+ * Then MAPPED_LIBRARIES: and /proc/self/maps, for symbolization by the tool.
+ * Cancellation is disabled throughout: write(2), read(2) and open(2) are
+ * cancellation points, and a thread cancelled in one of them left
+ * hak_prof_lock taken (every later sample, in every thread, then blocked
+ * for ever) and the descriptor open.  A cancel requested meanwhile acts at
+ * the caller's next cancellation point. */
+HAK_EXPORT int hakmem_profile_dump(const char *path) {
+    if (!path) { errno = EINVAL; return -1; }
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    bool saved_guard = hak_tls_in_prof;
+    hak_tls_in_prof = true;
+    hak_out_t o;
+    hak_expand_path(path, o.buf, sizeof o.buf);   /* the file's name, then the output */
+    o.fd = open(o.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = -1, err = errno;
+    if (o.fd >= 0) {
+        o.err = 0;
+        o.n = 0;
+        hak_dump_to(&o);
+        rc = close(o.fd);
+        err = errno;
+        if (o.err) { rc = -1; err = o.err; }
+    }
     hak_tls_in_prof = saved_guard;
+    pthread_setcancelstate(cancel, NULL);
+    if (rc != 0) errno = err;
     return rc;
 }
 
@@ -375,7 +399,12 @@ static char hak_exit_path[4096];
 static void hak_profile_at_exit(void) {
     if (hak_exit_path[0] && hakmem_profile_dump(hak_exit_path) != 0)
         hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT: cannot write '%s'\n", hak_exit_path);
-    if (hak_opt.leak_report) hak_leak_report();
+    if (hak_opt.leak_report) {
+        int cancel;   /* the report writes (cancellation points) and takes the lock */
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+        hak_leak_report();
+        pthread_setcancelstate(cancel, NULL);
+    }
 }
 
 static void hak_prof_prepare(void) { pthread_mutex_lock(&hak_prof_lock); }

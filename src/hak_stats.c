@@ -77,7 +77,19 @@ static void hak_stats_fill(hakmem_stats_t *out) {
     }
 }
 
+static void hak_stats_write(void);
+
+/* The report is a series of write(2)s, cancellation points, and takes locks
+ * (hak_stats_lock, the cache's): cancellation is disabled throughout, so
+ * that no thread is cancelled holding one (malloc_stats too). */
 HAK_EXPORT void hakmem_stats_print(void) {
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    hak_stats_write();
+    pthread_setcancelstate(cancel, NULL);
+}
+
+static void hak_stats_write(void) {
     hakmem_stats_t s;
     hakmem_stats_get(&s, sizeof s);
     hak_message("hakmem %s statistics (%s build)\n", HAKMEM_VERSION_STRING, hakmem_build_variant());

@@ -15,6 +15,9 @@
  * register rule this walk does not model -- makes hak_unwind fail, and the
  * caller takes libgcc's walk for that sample.  Other architectures always
  * take libgcc's walk.  Nothing here allocates but hak_unwind_load.
+ * The table is keyed by address, so it is emptied when an object is unloaded
+ * (hak_rules_check, below): another one loaded at its address has other
+ * code there (test profile.reload).
  *
  * libgcc's functions are weak references, not a link dependency: a program
  * that takes no heap profile does not map libgcc_s (96 KiB of RSS in a C
@@ -23,6 +26,7 @@
  * in or already loaded (C++), else dlopen("libgcc_s.so.1") (hak_dlopen.c).
  * A fully static program gets no heap profile, and a warning. */
 #include "hak_internal.h"
+#include <link.h>
 
 struct dwarf_eh_bases { void *tbase, *dbase, *func; };
 extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);   /* libgcc */
@@ -41,7 +45,7 @@ const char *hak_dlopen_unwinder(void **backtrace, void **get_ip, void **find_fde
 /* The dynamic section: absent (NULL) in a fully static program, where
  * libgcc's unwinder finds no unwind tables of the program (no
  * PT_GNU_EH_FRAME) and aborts on its first walk. */
-extern char _DYNAMIC[] __attribute__((weak));
+extern ElfW(Dyn) _DYNAMIC[] __attribute__((weak));   /* (link.h declares it without weak) */
 
 const char *hak_unwind_load(void) {
     if (!_DYNAMIC) return "not available in a fully static program";
@@ -233,6 +237,56 @@ static uint64_t hak_rule_compute(uintptr_t pc) {
            (uint64_t)(-st.rbp_off / 8) << 60;
 }
 
+/* ---- invalidation: the rules of unloaded code ----
+ *
+ * A rule holds as long as the code at its address does.  That code changes
+ * only when its object is unloaded (dlclose; a new object is mapped only where
+ * none is), and then another object may be loaded at the same address (the
+ * kernel hands out the freed range first): the rule cached for the old code
+ * would walk the new code's frames with the old frame size, and read a
+ * wrong return address (seen: every sample taken in the reloaded object
+ * lost its caller).  The loader counts unloads, dlpi_subs of
+ * dl_iterate_phdr (libgcc keeps its own FDE cache valid with it), so each
+ * walk compares it with the count the table was built under and empties the
+ * table when it moved.  Unloads are rare; the comparison costs one
+ * dl_iterate_phdr visiting one object (its callback stops there: every
+ * object carries the counters), on the sampled path only.
+ *
+ * No counter of the loader's can be read without its lock: dl_iterate_phdr
+ * takes dl_load_write_lock (recursive).  Why that cannot deadlock here:
+ *  - The same thread may hold it (an allocation inside dlopen or dlclose, or
+ *    inside another dl_iterate_phdr's callback): it is recursive.
+ *  - glibc takes its loader locks in the order dl_load_lock, dl_load_tls_lock,
+ *    dl_load_write_lock; an allocation under either of the first two (dlopen
+ *    allocates under both, pthread_create's TLS setup under the second) then
+ *    takes the third, the same order.
+ *  - A thread holding it waits for nothing of hakmem's that a sampling
+ *    thread holds: a walk runs before its sample takes any lock of hakmem's
+ *    (hak_profile_malloc takes hak_prof_lock only to insert, after the walk),
+ *    and no lock of hakmem's is held across a malloc that could be sampled.
+ *    dlclose frees under the write lock; free never walks.
+ * What remains is the program's own: a dl_iterate_phdr callback that waits
+ * for a lock of the program's while another thread allocates holding that
+ * lock -- the hazard every walk through libgcc's dl_iterate_phdr fallback
+ * (a C++ exception on a glibc without _dl_find_object) has too. */
+static _Atomic unsigned long long hak_rules_subs;   /* unloads when the table was last emptied */
+
+static int hak_subs_step(struct dl_phdr_info *info, size_t size, void *arg) {
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        *(unsigned long long *)arg = info->dlpi_subs;
+    return 1;   /* one object is enough */
+}
+
+static void hak_rules_check(void) {
+    unsigned long long subs = 0;
+    dl_iterate_phdr(hak_subs_step, &subs);
+    if (hak_likely(subs == atomic_load_explicit(&hak_rules_subs, memory_order_acquire))) return;
+    /* empty first, then publish: a walk that sees the new count sees the
+     * empty table (racing walks that saw the old count empty it too) */
+    for (size_t i = 0; i < HAK_RULES; i++) atomic_store_explicit(&hak_rules[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&hak_rules_subs, subs, memory_order_release);
+}
+
 static uint64_t hak_rule(uintptr_t pc) {
     size_t i = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 52) & (HAK_RULES - 1);
     uint64_t r = atomic_load_explicit(&hak_rules[i], memory_order_relaxed);
@@ -247,6 +301,7 @@ static uint64_t hak_rule(uintptr_t pc) {
  * (the caller then takes libgcc's walk). */
 __attribute__((section("hak_prof_text"), noinline))
 int hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi) {
+    hak_rules_check();
     uintptr_t ip, sp, bp;
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
     unsigned n = 0;

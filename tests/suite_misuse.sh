@@ -82,6 +82,15 @@ fi
 expect options.bad_profile "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_PROFILE='fast' is not speed, balanced or lean; using balanced" HAKMEM_PROFILE=fast
 expect options.bad_number  "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_PURGE_DELAY_MS='soon' is not a number" HAKMEM_PURGE_DELAY_MS=soon
 expect options.out_of_range "$REL_SO" ok 0 "^hakmem: warning: HAKMEM_SEGMENT_CACHE='5000' is not a number in \[0, 1024\]; using 128" HAKMEM_SEGMENT_CACHE=5000
+# a warning longer than the message buffer (1,024 bytes) is cut but still
+# ends its line: the program's "ok" must be a line of its own
+long=$(printf 'x%.0s' {1..2000})
+out=$(HAKMEM_PROFILE=$long LD_PRELOAD="$REL_SO" timeout 20 "$BIN" ok 2>&1)
+if grep -q "^hakmem: warning: HAKMEM_PROFILE='xxx.* \[message cut\]$" <<<"$out" && grep -qx ok <<<"$out"; then
+    pass options.long_warning_ends_line
+else
+    fail options.long_warning_ends_line "warning not cut to a line of its own: $(tail -c 120 <<<"$out")"
+fi
 expect options.verbose     "$REL_SO" ok 0 "^hakmem 0\.[0-9]+\.[0-9]+ \(release build\), profile lean" HAKMEM_VERBOSE=1 HAKMEM_PROFILE=lean
 expect options.verbose_lists_all "$REL_SO" ok 0 "HAKMEM_PURGE_DELAY_MS=0 " HAKMEM_VERBOSE=1 HAKMEM_PROFILE=lean
 expect options.verbose_debug "$DBG_SO" ok 0 "\(debug build\)" HAKMEM_VERBOSE=1

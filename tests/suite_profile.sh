@@ -5,7 +5,9 @@
 # attribution checks run at 32768); remote frees and frees in a forked
 # child leave the profile; the leak report names the leaking function; a bad
 # value is named in a warning; the launcher's --heap-profile writes a profile;
-# realloc and the aligned allocations are sampled as malloc is.
+# realloc and the aligned allocations are sampled as malloc is; dumps survive
+# a cancelled dumping thread and two dumps at once; a plug-in reloaded at
+# another's address is unwound with its own rules.
 # The checks are statistical: B live bytes of small blocks at interval N give
 # about B/N samples (Poisson), so the estimate's standard error is sqrt(N/B).
 # Every site is sized so that 10 % is at least 3.9 standard errors (at most
@@ -80,6 +82,39 @@ fi
 if run_bin profile.fork.run 120 "${FINE[@]}" "$BIN" fork "$TMP/fork.prof"; then
     within profile.fork.child "$(cum_mb "$TMP/fork.prof" child_site)" 96 10
     below profile.fork.freed_in_child "$(cum_mb "$TMP/fork.prof" parent_site)" 0
+fi
+
+# dumps in threads: a dumping thread cancelled at random moments (200 times)
+# leaves no lock taken (later samples and dumps, in main and in another
+# thread, go on) and no descriptor open; two threads dumping to files of
+# their own 300 times at once each get whole, well-formed dumps (header,
+# samples adding up to it, MAPPED_LIBRARIES: once, maps lines).  At N = 256
+# most blocks are sampled: a dump is many buffers written under the lock.
+for m in cancel concurrent; do
+    mkdir -p "$TMP/$m"
+    run_bin profile.$m 300 env HAKMEM_SAMPLE_BYTES=256 LD_PRELOAD="$REL_SO" "$BIN" $m "$TMP/$m"
+done
+
+# dlclose of a plug-in and dlopen of another with the same code but its frame
+# size, loaded at its address (tests/unwind_lib.S, built twice): every sample
+# taken in the second must name lib_alloc's caller, reload_site -- an unwind
+# rule cached for the first would end the walk there (the 56-byte build keeps
+# 0 where the 24-byte one has its return address).  The debug build also
+# checks each cached walk against libgcc's.  (The other order is no test: the
+# stale rule reads the caller's frame, whose word usually has no unwind rule,
+# and the walk falls back to libgcc's.)
+if need profile.reload "$T/unwind_lib24.so" "$T/unwind_lib56.so" "$DBG_SO"; then
+    for v in release debug; do
+        so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO
+        run_bin profile.reload.$v 60 env HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$so" "$BIN" reload profile.reload.$v \
+            "$T/unwind_lib24.so" "$T/unwind_lib56.so" "$TMP/reload.prof"
+    done
+    # two threads loading A or B in turn (2000 times each) while main
+    # allocates, every 64 bytes sampled: no hang (each walk reads the
+    # loader's count under its lock), no walk differing from libgcc's (the
+    # debug build checks each; the release build would not notice)
+    run_bin profile.reload_threads 100 env HAKMEM_SAMPLE_BYTES=64 LD_PRELOAD="$DBG_SO" "$BIN" reload_threads \
+        profile.reload_threads "$T/unwind_lib24.so" "$T/unwind_lib56.so"
 fi
 
 # every allocation path with sampled blocks (one in about 4 KiB: most pages

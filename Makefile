@@ -1,5 +1,5 @@
 # hakmem build.  Variants (documented in docs/build.md):
-#   make            release: build/libhakmem.so, build/libhakmem.a
+#   make            release: build/libhakmem.so (and libhakmem.so.0, a link to it), build/libhakmem.a
 #   make debug      debug:   build/debug/libhakmem.so, .a (-O0 -g, internal consistency checks)
 #   make stats      stats:   build/stats/libhakmem.so (counts every allocation and free per class)
 #   make test       the whole test suite (tests/run_tests.sh), ends with "N passed, N failed"
@@ -31,6 +31,8 @@ CFLAGS_RELEASE := -O2 -DNDEBUG -g
 CFLAGS_DEBUG   := -O0 -g3 -DHAK_DEBUG=1
 CFLAGS_STATS   := -O2 -g -DNDEBUG -DHAK_STATS_FULL=1
 LDLIBS_LIB := -pthread -ldl
+# the soname (mk/install.mk checks that it matches HAKMEM_VERSION_MAJOR)
+SONAME  := libhakmem.so.0
 
 REL_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
 DBG_OBJS := $(patsubst src/%.c,$(BUILD)/debug/obj/%.o,$(SRCS))
@@ -38,9 +40,9 @@ STA_OBJS := $(patsubst src/%.c,$(BUILD)/stats/obj/%.o,$(SRCS))
 
 .PHONY: all release debug stats test bench clean soak
 all: release
-release: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
-debug: $(BUILD)/debug/libhakmem.so $(BUILD)/debug/libhakmem.a
-stats: $(BUILD)/stats/libhakmem.so
+release: $(BUILD)/libhakmem.so $(BUILD)/$(SONAME) $(BUILD)/libhakmem.a
+debug: $(BUILD)/debug/libhakmem.so $(BUILD)/debug/$(SONAME) $(BUILD)/debug/libhakmem.a
+stats: $(BUILD)/stats/libhakmem.so $(BUILD)/stats/$(SONAME)
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -49,20 +51,25 @@ $(BUILD)/stats/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS_STATS) $(EXTRA_CFLAGS) -c $< -o $@
 $(BUILD)/stats/libhakmem.so: $(STA_OBJS)
-	$(CC) -shared -Wl,-soname,libhakmem.so.0 -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/debug/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS_DEBUG) $(EXTRA_CFLAGS) -c $< -o $@
 
 $(BUILD)/libhakmem.so: $(REL_OBJS)
-	$(CC) -shared -Wl,-soname,libhakmem.so.0 -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 # the static libraries leave out hak_dlopen.o (no dlopen in a static link)
 $(BUILD)/libhakmem.a: $(REL_OBJS)
 	rm -f $@ && ar rcs $@ $(filter-out %/hak_dlopen.o,$^)
 $(BUILD)/debug/libhakmem.so: $(DBG_OBJS)
-	$(CC) -shared -Wl,-soname,libhakmem.so.0 -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/debug/libhakmem.a: $(DBG_OBJS)
 	rm -f $@ && ar rcs $@ $(filter-out %/hak_dlopen.o,$^)
+# each libhakmem.so (the file itself) gets a link named after its soname, the
+# name that programs linked with -lhakmem ask the loader for: build/ then
+# works with -Wl,-rpath or LD_LIBRARY_PATH like an installed library
+$(BUILD)/$(SONAME) $(BUILD)/debug/$(SONAME) $(BUILD)/stats/$(SONAME): %/$(SONAME): %/libhakmem.so
+	ln -sfn libhakmem.so $@
 
 -include tests/tests.mk
 -include bench/bench.mk

@@ -9,7 +9,8 @@
 #                   to tests/fuzz/corpus (keep it to a few dozen small files)
 #   make fuzz-bins  build everything below
 #
-# Binaries (build/tests/fuzz/), all of tests/fuzz/fuzz_ops.c's interpreter:
+# Binaries (build/tests/fuzz/), each with the operation interpreter FUZZ_OPS
+# (tests/fuzz/fuzz_internal.h says which file does what):
 #   fuzz_hakmem     libFuzzer target: clang -fsanitize=fuzzer,address,undefined,
 #                   hakmem compiled in (-DHAK_NO_OVERRIDE, HAK_DEBUG=1, with
 #                   coverage instrumentation), hakmem_* names (hak_prefix.h)
@@ -26,7 +27,9 @@ FUZZ_SECONDS ?= 300
 FUZZ_ARGS ?=
 FUZZ_OUT := $(TEST_OUT)/fuzz
 FUZZ_WORK := $(BUILD)/fuzz
-FUZZ_SRCS := tests/fuzz/fuzz_ops.c tests/fuzz/fuzz_ops.h
+FUZZ_OPS := $(addprefix tests/fuzz/,fuzz_interp.c fuzz_decode.c fuzz_model.c fuzz_helpers.c \
+              fuzz_api.c fuzz_report.c)
+FUZZ_SRCS := $(FUZZ_OPS) tests/fuzz/fuzz_ops.h tests/fuzz/fuzz_internal.h
 FUZZ_BIN := $(FUZZ_OUT)/fuzz_hakmem
 FUZZ_REPLAYS := $(FUZZ_OUT)/replay_asan $(FUZZ_OUT)/replay_tsan $(FUZZ_OUT)/replay
 FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -Iinclude -g -Wall -Wextra -Wno-unused-parameter \
@@ -49,19 +52,19 @@ $(FUZZ_OUT)/obj/%.o: src/%.c $(HDRS)
 $(FUZZ_BIN): tests/fuzz/fuzz_target.c $(FUZZ_SRCS) tests/hak_prefix.h $(FUZZ_HAK_OBJS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -O1 $(FUZZ_SAN) -fsanitize=fuzzer $(TEST_PREFIX) tests/fuzz/fuzz_target.c \
-	    tests/fuzz/fuzz_ops.c $(FUZZ_HAK_OBJS) -o $@ -ldl
+	    $(FUZZ_OPS) $(FUZZ_HAK_OBJS) -o $@ -ldl
 
 $(FUZZ_OUT)/replay_asan: tests/fuzz/fuzz_replay.c $(FUZZ_SRCS) tests/hak_prefix.h $(TEST_ASAN_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(FUZZ_CFLAGS) -O1 $(TEST_ASAN) $(TEST_PREFIX) tests/fuzz/fuzz_replay.c tests/fuzz/fuzz_ops.c \
+	$(CC) $(FUZZ_CFLAGS) -O1 $(TEST_ASAN) $(TEST_PREFIX) tests/fuzz/fuzz_replay.c $(FUZZ_OPS) \
 	    $(TEST_ASAN_OBJS) -o $@ -ldl
 $(FUZZ_OUT)/replay_tsan: tests/fuzz/fuzz_replay.c $(FUZZ_SRCS) tests/hak_prefix.h $(TEST_TSAN_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(FUZZ_CFLAGS) -O1 $(TEST_TSAN) $(TEST_PREFIX) tests/fuzz/fuzz_replay.c tests/fuzz/fuzz_ops.c \
+	$(CC) $(FUZZ_CFLAGS) -O1 $(TEST_TSAN) $(TEST_PREFIX) tests/fuzz/fuzz_replay.c $(FUZZ_OPS) \
 	    $(TEST_TSAN_OBJS) -o $@ -ldl
 $(FUZZ_OUT)/replay: tests/fuzz/fuzz_replay.c $(FUZZ_SRCS)
 	@mkdir -p $(dir $@)
-	$(CC) $(FUZZ_CFLAGS) -O2 tests/fuzz/fuzz_replay.c tests/fuzz/fuzz_ops.c -o $@ -ldl
+	$(CC) $(FUZZ_CFLAGS) -O2 tests/fuzz/fuzz_replay.c $(FUZZ_OPS) -o $@ -ldl
 
 .PHONY: fuzz fuzz-merge fuzz-bins
 fuzz-bins: $(FUZZ_REPLAYS) $(FUZZ_BIN)

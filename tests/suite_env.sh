@@ -3,6 +3,10 @@
 #   env.install.*       make install / uninstall (PREFIX, DESTDIR), the symlink
 #                       chain and soname, hakmem.pc with pkg-config (dynamic and
 #                       static link), the installed launcher and tools/hakmem
+#   env.build_tree.*    build/, build/debug/, build/stats/: a file named after
+#                       libhakmem.so's soname is that library (a link to it)
+#   env.readme.link*    each command of README.md's "Link it" block, run as written
+#                       on a small prog.c: hakmem must serve the program's malloc
 #   env.dlopen.*        a plug-in (dlopen, RTLD_LOCAL) allocating and freeing
 #                       across the boundary, also after dlclose
 #   env.deepbind.*      the same plug-in loaded with RTLD_DEEPBIND
@@ -165,6 +169,61 @@ if make --no-print-directory -s install DESTDIR="$D" PREFIX=/opt/hakmem >"$W/ins
 else
     fail env.install.destdir "make install DESTDIR=... failed: $(tail -n 3 "$W/inst2.log" | tr '\n' ' ')"
 fi
+
+# ---- the build tree as a library directory ----
+# every libhakmem.so of the build tree has a file named after its soname (the
+# name a program linked with -lhakmem asks the loader for): that same library
+for d in build build/debug build/stats; do
+    [[ -e $d/libhakmem.so ]] || continue
+    so=$(readelf -d "$d/libhakmem.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+    if [[ -n $so && -e $d/$so && $(readlink -f "$d/$so") == $(readlink -f "$d/libhakmem.so") ]]; then
+        pass "env.build_tree.soname.${d//\//_}"
+    else
+        fail "env.build_tree.soname.${d//\//_}" "$d/libhakmem.so has soname '$so'; $d/$so is not that library (make release debug stats)"
+    fi
+done
+# the commands of README.md's "Link it" block, run as written in a directory
+# that looks like the source tree (build -> the real build/): each must build
+# prog.c and run it, and the program must find hakmem serving its malloc
+R=$W/readme
+mkdir -p "$R" && ln -s "$ROOT/build" "$R/build"
+cat >"$R/prog.c" <<'PROG'
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+int hakmem_owns(const void *p) __attribute__((weak));
+int main(void) {
+    void *p = malloc(123);
+    Dl_info where = { 0 };
+    if (hakmem_owns) dladdr((void *)hakmem_owns, &where);
+    printf("hakmem: %s (hakmem_owns from %s)\n", hakmem_owns && hakmem_owns(p) == 1 ? "yes" : "no",
+           where.dli_fname ? where.dli_fname : "nowhere");
+    free(p);
+    return 0;
+}
+PROG
+mapfile -t link_cmds < <(awk '/^Link it/ { f = 1; next } f == 1 && /^```/ { f = 2; next }
+                               f == 2 && /^```/ { exit } f == 2 && NF' README.md)
+if ((${#link_cmds[@]} == 0)); then
+    fail env.readme.link "no commands in the fenced block after README.md's \"Link it\""
+fi
+i=0
+for cmd in "${link_cmds[@]}"; do
+    i=$((i + 1))
+    rm -f "$R/a.out"
+    out=$(cd "$R" && timeout -k 5 30 bash -c "$cmd" 2>&1)
+    rc=$?
+    if ((rc == 0)) && [[ $out == "hakmem: yes "* ]]; then
+        pass "env.readme.link$i"
+    else
+        fail "env.readme.link$i" "'$cmd' (in $R): exit $rc, output: $(head -c 300 <<<"$out" | tr '\n' ' ')"
+    fi
+done
+# negative control: the same program without hakmem must say no
+out=$(cd "$R" && rm -f a.out && cc prog.c 2>&1 && timeout -k 5 30 ./a.out 2>&1)
+[[ $out == "hakmem: no "* ]] && pass env.readme.control ||
+    fail env.readme.control "prog.c without hakmem said '$out': the check proves nothing"
 
 # ---- the preload itself ----
 if [[ -x $T/check_preload ]]; then

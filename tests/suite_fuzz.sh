@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # suite_fuzz.sh -- hakmem's fuzzer (tests/fuzz/, tests/fuzz.mk, docs/build.md):
-# one operation interpreter (tests/fuzz/fuzz_ops.c) run over the committed
+# one operation interpreter (tests/fuzz/fuzz_interp.c and the files of
+# tests/fuzz/fuzz_internal.h) run over the committed
 # corpus (tests/fuzz/corpus) plus pseudo-random inputs (fixed seeds), in:
 #   fuzz.glibc           the plain build on glibc: proves the model sound
 #   fuzz.preload         the plain build under LD_PRELOAD=libhakmem.so

@@ -1,6 +1,8 @@
-/* fuzz_ops.h -- the operation interpreter of hakmem's fuzzer (fuzz_ops.c),
- * shared by the libFuzzer target (fuzz_target.c) and the replay driver
- * (fuzz_replay.c).  The input format is described at the top of fuzz_ops.c. */
+/* fuzz_ops.h -- the operation interpreter of hakmem's fuzzer (fuzz_interp.c
+ * and the files fuzz_internal.h lists), shared by the libFuzzer target
+ * (fuzz_target.c) and the replay driver (fuzz_replay.c).  The input format
+ * is described at the top of fuzz_decode.c, the operations at the top of
+ * fuzz_interp.c, the model at the top of fuzz_model.c. */
 #ifndef HAK_FUZZ_OPS_H
 #define HAK_FUZZ_OPS_H
 

@@ -1,4 +1,4 @@
-/* fuzz_replay.c -- runs inputs of hakmem's fuzzer (fuzz_ops.c) without
+/* fuzz_replay.c -- runs inputs of hakmem's fuzzer (fuzz_ops.h) without
  * libFuzzer: the committed corpus under the sanitizer builds and under
  * LD_PRELOAD, and reproducers.
  *

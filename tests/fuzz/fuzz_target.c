@@ -1,5 +1,5 @@
 /* fuzz_target.c -- the libFuzzer entry points: each input is one run of the
- * operation interpreter (fuzz_ops.c) against hakmem compiled in with
+ * operation interpreter (fuzz_ops.h) against hakmem compiled in with
  * -DHAK_NO_OVERRIDE, ASan, UBSan and the HAK_DEBUG consistency checks.
  * Built by tests/fuzz.mk (clang -fsanitize=fuzzer,address,undefined). */
 #include <stddef.h>

@@ -5,8 +5,9 @@ regress-*, and inputs libFuzzer found, lf-*).
 
     python3 tests/fuzz/seeds.py [DIR]
 
-The encoding mirrors tests/fuzz/fuzz_ops.c (opcodes: its OP_* enum; sizes:
-fz_size; alignments: fz_align).  Every byte string is a valid input, so a
+The encoding mirrors the interpreter (opcodes: the OP_* enum of
+tests/fuzz/fuzz_internal.h; sizes: fz_size, alignments: fz_align in
+tests/fuzz/fuzz_decode.c).  Every byte string is a valid input, so a
 seed that no longer matches the interpreter still runs; it only exercises
 something else.
 """

@@ -1,11 +1,11 @@
 /* hak_error.c -- messages and fatal misuse reports.  Formats into a stack
  * buffer and write(2)s it: never allocates, so it is safe inside malloc.
  * A message longer than the buffer is cut and ends with HAK_CUT_MARK (so the
- * next message still starts a line of its own).  The write is made with
- * cancellation disabled: a caller may hold a lock of hakmem's, and write(2)
- * is a cancellation point. */
+ * next message still starts a line of its own).  The write is the raw
+ * system call (hak_os_write_err): a caller may hold a lock of hakmem's,
+ * and glibc's write() is a cancellation point; the crash report, in a
+ * signal handler, writes through it too. */
 #include "hak_internal.h"
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -74,10 +74,7 @@ void hak_message(const char *fmt, ...) {
         memcpy(mem + b.n, HAK_CUT_MARK, sizeof HAK_CUT_MARK - 1);
         b.n += sizeof HAK_CUT_MARK - 1;
     }
-    int old;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     hak_os_write_err(mem, b.n);
-    pthread_setcancelstate(old, NULL);
 }
 
 /* A misuse: "hakmem: free(): double free of 0x...", then abort(). */

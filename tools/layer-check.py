@@ -332,7 +332,13 @@ def main():
         problems.append('%s.c has a layer row but is not in src/' % s)
     for s in sorted(stems - set(t.file_layer)):
         problems.append('object %s.o has no layer row' % s)
+    missing = ['%s/%s.o' % (rel(d), s) for d in objdirs for s in sorted(set(t.file_layer) & srcs)
+               if not os.path.exists(os.path.join(d, s + '.o'))]
+    for m in missing:
+        problems.append('no object %s (run make): the calls below would be incomplete' % m)
     report('layers.table', problems)
+    if missing:
+        return status
 
     # upward calls
     up = upward_calls(calls, t.file_layer)

@@ -111,11 +111,13 @@ HAK_INLINE uint64_t hak_secret(unsigned i) {
     uint64_t s = atomic_load_explicit(&hak_secrets[i], memory_order_relaxed);
     return hak_likely(s != 0) ? s : hak_secret_init(i);
 }
-/* A page's free_key: its address mixed with secret 0 by an invertible
- * multiply, so a freed block shows neither the address nor the secret. */
-HAK_INLINE uintptr_t hak_page_key(const void *page) {
-    return (((uintptr_t)page ^ hak_secret(0)) * 0x9e3779b97f4a7c15u) | 1u;
-}
+/* A page's free_key, drawn afresh each time a page gets its class: a
+ * process-wide serial number mixed with secret 0 by an injective map, so no
+ * two incarnations of any pages share a key (a key an earlier incarnation
+ * left in memory never matches), no key is 0 (malloc's mark of a live
+ * block), and a freed block shows no address (hak_secret.c; docs/design.md,
+ * "Misuse checks never accuse a correct program"). */
+uintptr_t hak_page_new_key(void);
 /* The mark an aligned block keeps in its block's first word: the pointer
  * handed out (q), encoded with secret 1. */
 HAK_INLINE uintptr_t hak_aligned_mark(const void *q) {

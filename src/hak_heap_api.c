@@ -261,7 +261,7 @@ HAK_EXPORT void *hakmem_heap_realloc(hakmem_heap_t *hh, void *p, size_t size) {
         hak_page_t *page;
         uint8_t *block = (uint8_t *)hak_block_in(seg, p, op, &page);
         bool huge = page->flags & HAK_PAGE_IS_HUGE;
-        if (!huge && ((hak_block_t *)block)->key == page->free_key) hak_fatal(op, "pointer already freed", p);
+        if (hak_block_is_free(seg, page, (hak_block_t *)block, op)) hak_fatal(op, "pointer already freed", p);
         usable = huge ? page->area - (size_t)((uint8_t *)p - page->start)
                       : page->block_size - (size_t)((uint8_t *)p - block);
         if (seg->heap == h && size <= usable && size >= usable / 2) return p;   /* stays */

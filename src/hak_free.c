@@ -190,8 +190,9 @@ static int hak_delayed_holds(hak_heap_t *heap, const hak_block_t *b) {
     return 0;
 }
 
-bool hak_block_is_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op) {
-    if (b->key != page->free_key || (HAK_RELAXED(page->flags) & HAK_PAGE_IS_HUGE)) return false;
+/* b holds page's key: is b free? (hak_block_is_free, hak_internal.h) */
+HAK_NOINLINE bool hak_block_confirm_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op) {
+    if (HAK_RELAXED(page->flags) & HAK_PAGE_IS_HUGE) return false;
     hak_heap_t *self = hak_tls_heap, *owner = seg->heap;
     /* a public heap is its parent's thread's (hak_heap_api.c) */
     if (!owner || (owner != self && owner->parent != self)) return true;
@@ -199,7 +200,7 @@ bool hak_block_is_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *
     /* the slot lock holds off whoever else may give back a page its class
      * keeps empty (hak_segment_page_keep), and the segment with it */
     hak_slots_lock(owner);
-    if (!page->in_use || hak_page_of(seg, b) != page) {
+    if (seg->heap != owner || !page->in_use || hak_page_of(seg, b) != page) {
         found = 1;   /* such a page went back meanwhile: every block of it was free */
     } else {
         uint32_t cap = HAK_RELAXED(page->capacity);

@@ -197,9 +197,14 @@ void  hak_free_local_slow(hak_page_t *page, void *p); /* region map: this thread
 void  hak_heap_process_delayed(hak_heap_t *heap);
 hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out);
 /* Is block b of page (in seg) free?  The one test behind every report of a
- * freed block (free, realloc, hakmem_heap_realloc): its key, confirmed on the
- * page's lists when the caller owns the page; false for a huge block. */
-bool  hak_block_is_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op);
+ * freed block (free, realloc, hakmem_heap_realloc, hak_block_in): its key,
+ * confirmed on the page's lists when the caller owns the page
+ * (hak_block_confirm_free, hak_free.c); false for a huge block.  op names the
+ * operation in a report of a corrupted free list. */
+bool  hak_block_confirm_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op);
+HAK_INLINE bool hak_block_is_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op) {
+    return hak_unlikely(b->key == page->free_key) && hak_block_confirm_free(seg, page, b, op);
+}
 
 /* ---- the region map (hak_segmap.c) ---- */
 void hak_segmap_set(const void *p, uint16_t v);

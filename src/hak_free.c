@@ -145,7 +145,7 @@ HAK_INLINE bool hak_free_quick(const hak_page_t *page, const void *p) {
  * into a block names the block's start. */
 static const uint8_t *hak_expected_pointer(const hak_page_t *page, const uint8_t *block) {
     if (HAK_RELAXED(page->flags) & HAK_PAGE_HAS_ALIGNED) {
-        uintptr_t q = hak_aligned_unmark(*(const uintptr_t *)block);
+        uintptr_t q = hak_aligned_unmark(*(const uintptr_t *)block, page);
         if (q > (uintptr_t)block && q < (uintptr_t)block + page->block_size && q % HAK_MIN_ALIGN == 0)
             return (const uint8_t *)q;
     }

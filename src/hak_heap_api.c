@@ -355,7 +355,7 @@ static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
         if (bits[i >> 6] & ((uint64_t)1 << (i & 63))) continue;
         uint8_t *block = page->start + (size_t)i * page->block_size, *q = block;
         if (aligned) {      /* the pointer an aligned allocation handed out (hak_free.c) */
-            uintptr_t m = hak_aligned_unmark(*(const uintptr_t *)block);
+            uintptr_t m = hak_aligned_unmark(*(const uintptr_t *)block, page);
             if (m > (uintptr_t)block && m < (uintptr_t)block + page->block_size && m % HAK_MIN_ALIGN == 0)
                 q = (uint8_t *)m;
         }

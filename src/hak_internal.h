@@ -119,12 +119,21 @@ HAK_INLINE uint64_t hak_secret(unsigned i) {
  * "Misuse checks never accuse a correct program"). */
 uintptr_t hak_page_new_key(void);
 /* The mark an aligned block keeps in its block's first word: the pointer
- * handed out (q), encoded with secret 1. */
+ * handed out (q), encoded with secret 1 and the key of q's page (a page in
+ * use: its owner marks it).  With the key, a mark that an earlier
+ * incarnation of the page left in memory -- a public heap destroyed with its
+ * aligned blocks live, its memory carved again for the next heap -- decodes
+ * to no pointer of the current one, however a correct program moves it
+ * around its own block (docs/design.md, "Misuse checks never accuse a
+ * correct program"). */
 HAK_INLINE uintptr_t hak_aligned_mark(const void *q) {
-    return ((uintptr_t)q ^ hak_secret(1)) * 0xd6e8feb86659fd93u;
+    const hak_segment_t *seg = (const hak_segment_t *)((uintptr_t)q & ~(uintptr_t)HAK_SEGMENT_MASK);
+    const hak_page_t *page = seg->slice_page[((uintptr_t)q >> HAK_SLICE_SHIFT) & (HAK_MAX_PAGES_PER_SEGMENT - 1)];
+    return (((uintptr_t)q ^ hak_secret(1)) * 0xd6e8feb86659fd93u) ^ page->free_key;
 }
-HAK_INLINE uintptr_t hak_aligned_unmark(uintptr_t mark) {
-    return (mark * 0xcfee444d8b59a89bu) ^ hak_secret(1);   /* the multiplier's inverse mod 2^64 */
+/* The pointer a mark names, for a block of page. */
+HAK_INLINE uintptr_t hak_aligned_unmark(uintptr_t mark, const hak_page_t *page) {
+    return ((mark ^ page->free_key) * 0xcfee444d8b59a89bu) ^ hak_secret(1);   /* the multiplier's inverse mod 2^64 */
 }
 
 /* ---- errors and messages (hak_error.c) ---- */

@@ -110,7 +110,8 @@ typedef enum hak_page_kind_e {
  * incarnation left -- and freed memory reveals no metadata address;
  * docs/design.md, "Misuse checks never accuse a correct program").  A block handed out by an aligned allocation at an
  * interior offset q keeps, in its first word (which lies before q), q encoded
- * with a second secret (hak_aligned_mark): free() accepts exactly q. */
+ * with a second secret and the page's key (hak_aligned_mark): free() accepts
+ * exactly q. */
 typedef struct hak_block_s {
     struct hak_block_s *next;
     uintptr_t key;

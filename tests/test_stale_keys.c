@@ -8,14 +8,17 @@
  * Before the fix a page's key was the same for every incarnation of its
  * descriptor, and this aborted with "free(): double free".
  *
+ * destroyed_heap_marks does the same with the marks of aligned blocks.
+ *
  * Run under LD_PRELOAD=libhakmem.so with HAKMEM_PURGE_DELAY_MS=-1 and
  * HAKMEM_PURGE_BUDGET_KB=-1 (suite_misuse.sh), so that freed slots keep
  * their bytes; every pair checks that its new blocks did land on the old
  * blocks' memory and that the old key words were still there.  Skipped
  * without hakmem.  Arguments: the name prefix of the protocol lines
- * (default stale_keys), then optionally 0..4: every block goes back the one
- * way of that number (see run_pair): free, realloc in place, realloc
- * growing, realloc shrinking, hakmem_heap_realloc. */
+ * (default stale_keys), then optionally "pages" or "marks" (that test
+ * alone), or 0..4: reused_pages alone, every block going back the one way of
+ * that number (see run_pair): free, realloc in place, realloc growing,
+ * realloc shrinking, hakmem_heap_realloc. */
 #include <dlfcn.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -191,9 +194,55 @@ static void test_reused_pages(void) {
     printf("stale_keys: %d classes, %zu pairs, %zu word moves on reused memory\n", nclasses, pairs, moves_all);
 }
 
+/* The same for the mark an aligned block keeps in its block's first word
+ * (before the pointer handed out): a public heap destroyed with aligned
+ * blocks live leaves their marks in memory, and the next public heap (the
+ * same heap structure, its segments and free slots) carves that memory for
+ * other classes.  The program moves the words of a new block to word 0 on a
+ * page that has aligned blocks too, and frees the block, reallocates it in
+ * place or asks its usable size: before the fix, a stale mark naming a
+ * pointer inside the block made hakmem report "invalid pointer (inside a
+ * block)". */
+static void test_destroyed_heap_marks(void) {
+    void *(*h_align)(void *, size_t, size_t) =
+        (void *(*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "hakmem_heap_aligned_alloc");
+    void *(*h_malloc)(void *, size_t) = (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_heap_malloc");
+    void (*h_destroy)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "hakmem_heap_destroy");
+    if (!heap_new || !h_align || !h_malloc || !h_destroy) SKIP_TEST("no public heaps");
+    void *h = heap_new();
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < 4000; i++) {
+        /* 200 + 512 - 16 bytes: a 704-byte block, mostly at an interior q */
+        uintptr_t q = (uintptr_t)h_align(h, 512, 200);
+        CHECK(q != 0);
+        if (q < lo) lo = q;
+        if (q > hi) hi = q;
+    }
+    h_destroy(h);
+    void *h2 = heap_new();
+    size_t on_old = 0;
+    for (int i = 0; i < 20000 && on_old < 2000; i++) {
+        h_align(h2, 256, 170);       /* a 416-byte block at an interior q: the page is marked */
+        char *b = h_malloc(h2, 416);
+        CHECK(b != NULL);
+        if (!b || (uintptr_t)b < lo || (uintptr_t)b > hi) continue;
+        on_old++;
+        for (size_t w = 1; w < 416 / 8; w++) {
+            memmove(b, b + 8 * w, 8);
+            CHECKF(malloc_usable_size(b) >= 416, "usable size of %p", (void *)b);
+            CHECKF(heap_realloc(h2, b, 416) == b, "in-place realloc moved %p", (void *)b);
+        }
+        memmove(b, b + 8 * (1 + (size_t)i % 51), 8);
+        free(b);
+    }
+    CHECKF(on_old > 0, "no block of the second heap on the first one's memory");
+    h_destroy(h2);
+}
+
 int main(int argc, char **argv) {
     chk_prefix = argc > 1 ? argv[1] : "stale_keys";
-    if (argc > 2) only_op = atoi(argv[2]) % 5;
+    const char *only = argc > 2 ? argv[2] : "";
+    if (*only >= '0' && *only <= '4') only_op = *only - '0';
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!dlsym(RTLD_DEFAULT, "hakmem_version")) {
         printf("SKIP %s.reused_pages: not running on hakmem\n", chk_prefix);
@@ -203,6 +252,7 @@ int main(int argc, char **argv) {
     heap_realloc = (void *(*)(void *, void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_heap_realloc");
     if (heap_new && heap_realloc) pub = heap_new();
     find_classes();
-    RUN_TEST(reused_pages);
+    if (strcmp(only, "marks")) RUN_TEST(reused_pages);
+    if (only_op < 0 && strcmp(only, "pages")) RUN_TEST(destroyed_heap_marks);
     return check_exit_code();
 }

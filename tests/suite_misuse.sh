@@ -43,6 +43,8 @@ for v in release debug; do
         expect misuse.$v.$c "$so" $c $ABRT "^hakmem: free\(\): double free of $P"
     done
     expect misuse.$v.reuse_realloc_freed "$so" reuse_realloc_freed $ABRT "^hakmem: realloc\(\): pointer already freed $P"
+    expect misuse.$v.corrupt_list_double_free "$so" corrupt_list_double_free $ABRT \
+        "^hakmem: free\(\): heap corrupted \(a free list was overwritten\) at block $P"
     # ...and a correct program is never accused (issue 28, fault 5): the old
     # free blocks' key words, left in new blocks of another class and moved
     # to word 1, freed or reallocated, in every small and medium class.  The

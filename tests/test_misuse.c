@@ -114,6 +114,13 @@ int main(int argc, char **argv) {
             fprintf(stderr, "test_misuse: unknown case '%s'\n", c);
             return 2;
         }
+    } else if (!strcmp(c, "corrupt_list_double_free")) {
+        /* a double free whose confirmation walks into a link the program
+         * overwrote after a free: reported as what it is */
+        char **a = malloc(48), **b = malloc(48), *keep = malloc(48); sink = keep;
+        free(a); free(b);                 /* local_free: b -> a */
+        *b = (char *)0x10;                /* write after free */
+        free(a);
     } else if (!strcmp(c, "double_free_large")) {
         char *p = malloc(100000); sink = p;
         free(p); free(p);

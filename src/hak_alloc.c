@@ -62,8 +62,7 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
     }
     hak_page_t *page;
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, "realloc()", &page);
-    if (((hak_block_t *)block)->key == page->free_key && !(page->flags & HAK_PAGE_IS_HUGE))
-        hak_fatal("realloc()", "pointer already freed", p);
+    if (hak_block_is_free(seg, page, (hak_block_t *)block, "realloc()")) hak_fatal("realloc()", "pointer already freed", p);
     size_t usable = page->block_size - (size_t)((uint8_t *)p - block);
     if (page->flags & HAK_PAGE_IS_HUGE) {
         usable = page->area - (size_t)((uint8_t *)p - page->start);

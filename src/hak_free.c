@@ -17,7 +17,7 @@
  *
  * The complete check, hak_block_in, also serves realloc() and
  * malloc_usable_size(). */
-#include "hak_internal.h"
+#include "hak_purge.h"   /* the slot lock (hak_block_is_free) */
 
 void (*hak_sampled_freed)(void *p);   /* hak_internal.h: registered by hak_profile.c */
 
@@ -145,19 +145,83 @@ HAK_INLINE bool hak_free_quick(const hak_page_t *page, const void *p) {
  * into a block names the block's start. */
 static const uint8_t *hak_expected_pointer(const hak_page_t *page, const uint8_t *block) {
     if (HAK_RELAXED(page->flags) & HAK_PAGE_HAS_ALIGNED) {
-        uintptr_t q = hak_aligned_unmark(*(const uintptr_t *)block);
+        uintptr_t q = hak_aligned_unmark(*(const uintptr_t *)block, page);
         if (q > (uintptr_t)block && q < (uintptr_t)block + page->block_size && q % HAK_MIN_ALIGN == 0)
             return (const uint8_t *)q;
     }
     return block;
 }
 
+/* ---- is a block free? ----
+ * A free block holds its page's free_key in its key word; malloc writes 0
+ * there.  A live block's key word is the program's, and a check that program
+ * data could satisfy by chance confirms before anything is reported: the
+ * thread that owns the page (the one that allocates from it and takes its
+ * remote frees) looks for the block on the page's lists.  Any other thread
+ * cannot walk them (a link it reads from a block the owner has since handed
+ * out could lead anywhere, even to the block), and relies on the key alone:
+ * each incarnation of a page has a key of its own (hak_page_new_key), which
+ * a correct program never holds (docs/design.md, "Misuse checks never accuse
+ * a correct program"). */
+
+/* Does list, of page, hold b?  1 yes, 0 no, -1 a link leaves the page or the
+ * list is longer than the page (a freed block was written to). */
+static int hak_list_holds(const hak_page_t *page, const hak_block_t *list, const hak_block_t *b, uint32_t max) {
+    size_t carved = (size_t)HAK_RELAXED(page->capacity) * page->block_size;
+    for (uint32_t n = 0; list; n++, list = list->next) {
+        size_t off = (uintptr_t)list - (uintptr_t)page->start;
+        if (n >= max || off >= carved || off % page->block_size) return -1;
+        if (list == b) return 1;
+    }
+    return 0;
+}
+
+/* Does the heap's delayed list (blocks of many pages, freed remotely into
+ * full pages) hold b?  The owner is its only taker, so the part reachable
+ * from a head it loaded stays as it is; pushes only add in front.  A cycle
+ * (Brent's test) or a link outside hakmem's memory: -1. */
+static int hak_delayed_holds(hak_heap_t *heap, const hak_block_t *b) {
+    const hak_block_t *x = atomic_load_explicit(&heap->xdelayed, memory_order_acquire), *mark = NULL;
+    for (uint64_t n = 0, power = 1; x; n++, x = x->next) {
+        if (x == b) return 1;
+        if (x == mark || (uintptr_t)x % HAK_MIN_ALIGN || !hak_segment_of_checked(x)) return -1;
+        if (n == power) { mark = x; power *= 2; n = 0; }
+    }
+    return 0;
+}
+
+/* b holds page's key: is b free? (hak_block_is_free, hak_internal.h) */
+HAK_NOINLINE bool hak_block_confirm_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op) {
+    if (HAK_RELAXED(page->flags) & HAK_PAGE_IS_HUGE) return false;
+    hak_heap_t *self = hak_tls_heap, *owner = seg->heap;
+    /* a public heap is the thread's that made it (hak_heap_api.c) */
+    bool mine = owner == self || (owner && owner->pub_owner && owner->pub_owner == hak_tls_thread_id);
+    if (!owner || !mine) return true;
+    int found;
+    /* the slot lock holds off whoever else may give back a page its class
+     * keeps empty (hak_segment_page_keep), and the segment with it */
+    hak_slots_lock(owner);
+    if (seg->heap != owner || !page->in_use || hak_page_of(seg, b) != page) {
+        found = 1;   /* such a page went back meanwhile: every block of it was free */
+    } else {
+        uint32_t cap = HAK_RELAXED(page->capacity);
+        uintptr_t tf = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
+        found = hak_list_holds(page, page->free, b, cap);
+        if (found == 0) found = hak_list_holds(page, page->local_free, b, cap);
+        if (found == 0) found = hak_list_holds(page, HAK_TF_LIST(tf), b, HAK_TF_COUNT(tf));
+        if (found == 0) found = hak_delayed_holds(owner, b);
+    }
+    hak_slots_unlock(owner);
+    if (found < 0) hak_fatal(op, "heap corrupted (a free list was overwritten) at block", b);
+    return found;
+}
+
 /* The complete check of p, in hakmem's segment seg, for operation op: returns
  * its block's start and page.  Reports misuse and aborts: a pointer into a
  * free page slot, into the segment header, past the carved blocks, or inside
  * a block (any pointer but the one malloc or an aligned allocation returned).
- * A free block is returned as it is: the caller decides whether that is a
- * double free. */
+ * A free block (hak_block_is_free) is returned as it is: the caller decides
+ * whether that is a double free. */
 hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out) {
     hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
     if (page == &seg->pages[0] && seg->first_page) hak_fatal(op, "invalid pointer (not a block)", p);
@@ -171,7 +235,7 @@ hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak
     if (off >= (size_t)HAK_RELAXED(page->capacity) * page->block_size)
         hak_fatal(op, "invalid pointer (not a block)", p);
     uint8_t *block = page->start + off / page->block_size * page->block_size;
-    if (((hak_block_t *)block)->key == page->free_key) return (hak_block_t *)block;   /* free */
+    if (hak_block_is_free(seg, page, (hak_block_t *)block, op)) return (hak_block_t *)block;
     if ((const uint8_t *)p != hak_expected_pointer(page, block)) hak_fatal(op, "invalid pointer (inside a block)", p);
     return (hak_block_t *)block;
 }
@@ -193,7 +257,7 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
         hak_huge_free(seg);   /* (a sampled block leaves the profile there) */
         return;
     }
-    if (b->key == page->free_key) hak_fatal("free()", "double free of", p);
+    if (hak_block_is_free(seg, page, b, "free()")) hak_fatal("free()", "double free of", p);
     /* a heap profile's sample: out of the profile before the block can be reused */
     if (HAK_RELAXED(page->flags) & HAK_PAGE_SAMPLED) hak_sampled_freed(p);
     hak_free_block(seg, page, b);

@@ -266,7 +266,7 @@ HAK_EXPORT void *hakmem_heap_realloc(hakmem_heap_t *hh, void *p, size_t size) {
         hak_page_t *page;
         uint8_t *block = (uint8_t *)hak_block_in(seg, p, op, &page);
         bool huge = page->flags & HAK_PAGE_IS_HUGE;
-        if (!huge && ((hak_block_t *)block)->key == page->free_key) hak_fatal(op, "pointer already freed", p);
+        if (hak_block_is_free(seg, page, (hak_block_t *)block, op)) hak_fatal(op, "pointer already freed", p);
         usable = huge ? page->area - (size_t)((uint8_t *)p - page->start)
                       : page->block_size - (size_t)((uint8_t *)p - block);
         if (seg->heap == h && size <= usable && size >= usable / 2) return p;   /* stays */
@@ -360,7 +360,7 @@ static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
         if (bits[i >> 6] & ((uint64_t)1 << (i & 63))) continue;
         uint8_t *block = page->start + (size_t)i * page->block_size, *q = block;
         if (aligned) {      /* the pointer an aligned allocation handed out (hak_free.c) */
-            uintptr_t m = hak_aligned_unmark(*(const uintptr_t *)block);
+            uintptr_t m = hak_aligned_unmark(*(const uintptr_t *)block, page);
             if (m > (uintptr_t)block && m < (uintptr_t)block + page->block_size && m % HAK_MIN_ALIGN == 0)
                 q = (uint8_t *)m;
         }

@@ -46,7 +46,7 @@ static void hak_huge_header_init(hak_segment_t *seg, size_t map_size) {
     page->kind = HAK_PAGE_HUGE;
     page->class_idx = 255;
     page->div_magic = page->local_magic = 1;
-    page->free_key = page->local_key = hak_page_key(page);
+    page->free_key = page->local_key = hak_page_new_key();
     hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
 }
 

@@ -114,18 +114,29 @@ HAK_INLINE uint64_t hak_secret(unsigned i) {
     uint64_t s = atomic_load_explicit(&hak_secrets[i], memory_order_relaxed);
     return hak_likely(s != 0) ? s : hak_secret_init(i);
 }
-/* A page's free_key: its address mixed with secret 0 by an invertible
- * multiply, so a freed block shows neither the address nor the secret. */
-HAK_INLINE uintptr_t hak_page_key(const void *page) {
-    return (((uintptr_t)page ^ hak_secret(0)) * 0x9e3779b97f4a7c15u) | 1u;
-}
+/* A page's free_key, drawn afresh each time a page gets its class: a
+ * process-wide serial number mixed with secret 0 by an injective map, so no
+ * two incarnations of any pages share a key (a key an earlier incarnation
+ * left in memory never matches), no key is 0 (malloc's mark of a live
+ * block), and a freed block shows no address (hak_secret.c; docs/design.md,
+ * "Misuse checks never accuse a correct program"). */
+uintptr_t hak_page_new_key(void);
 /* The mark an aligned block keeps in its block's first word: the pointer
- * handed out (q), encoded with secret 1. */
+ * handed out (q), encoded with secret 1 and the key of q's page (a page in
+ * use: its owner marks it).  With the key, a mark that an earlier
+ * incarnation of the page left in memory -- a public heap destroyed with its
+ * aligned blocks live, its memory carved again for the next heap -- decodes
+ * to no pointer of the current one, however a correct program moves it
+ * around its own block (docs/design.md, "Misuse checks never accuse a
+ * correct program"). */
 HAK_INLINE uintptr_t hak_aligned_mark(const void *q) {
-    return ((uintptr_t)q ^ hak_secret(1)) * 0xd6e8feb86659fd93u;
+    const hak_segment_t *seg = (const hak_segment_t *)((uintptr_t)q & ~(uintptr_t)HAK_SEGMENT_MASK);
+    const hak_page_t *page = seg->slice_page[((uintptr_t)q >> HAK_SLICE_SHIFT) & (HAK_MAX_PAGES_PER_SEGMENT - 1)];
+    return (((uintptr_t)q ^ hak_secret(1)) * 0xd6e8feb86659fd93u) ^ page->free_key;
 }
-HAK_INLINE uintptr_t hak_aligned_unmark(uintptr_t mark) {
-    return (mark * 0xcfee444d8b59a89bu) ^ hak_secret(1);   /* the multiplier's inverse mod 2^64 */
+/* The pointer a mark names, for a block of page. */
+HAK_INLINE uintptr_t hak_aligned_unmark(uintptr_t mark, const hak_page_t *page) {
+    return ((mark ^ page->free_key) * 0xcfee444d8b59a89bu) ^ hak_secret(1);   /* the multiplier's inverse mod 2^64 */
 }
 
 /* ---- errors and messages (hak_error.c) ---- */
@@ -207,6 +218,15 @@ void  hak_free_slow(void *p);                        /* region map: not this thr
 void  hak_free_local_slow(hak_page_t *page, void *p); /* region map: this thread's */
 void  hak_heap_process_delayed(hak_heap_t *heap);
 hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out);
+/* Is block b of page (in seg) free?  The one test behind every report of a
+ * freed block (free, realloc, hakmem_heap_realloc, hak_block_in): its key,
+ * confirmed on the page's lists when the caller owns the page
+ * (hak_block_confirm_free, hak_free.c); false for a huge block.  op names the
+ * operation in a report of a corrupted free list. */
+bool  hak_block_confirm_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op);
+HAK_INLINE bool hak_block_is_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op) {
+    return hak_unlikely(b->key == page->free_key) && hak_block_confirm_free(seg, page, b, op);
+}
 
 /* ---- the region map (hak_segmap.c) ---- */
 void hak_segmap_set(const void *p, uint16_t v);

@@ -1,6 +1,6 @@
 /* hak_secret.c -- two random words drawn once per process, used to encode
  * what hakmem writes into freed or padding memory: a free block's key word
- * (hak_page_key) and an aligned block's mark (hak_aligned_mark).  Neither may
+ * (hak_page_new_key) and an aligned block's mark (hak_aligned_mark).  Neither may
  * reveal an address to a program that reads freed memory, and neither may be
  * a value a program stores by chance. */
 #include "hak_internal.h"
@@ -16,4 +16,18 @@ HAK_NOINLINE uint64_t hak_secret_init(unsigned i) {
                                                 memory_order_relaxed, memory_order_relaxed);
     }
     return atomic_load_explicit(&hak_secrets[i], memory_order_relaxed);
+}
+
+/* Page keys (hak_page_new_key, hak_internal.h): the n-th page incarnation
+ * of the process gets ((2n ^ s) * C) | 1 with s = secret 0 less its low bit
+ * and C odd.  2n ^ s is even and distinct for every n below 2^63; a
+ * multiply by an odd constant permutes the 64-bit words and keeps an even
+ * word even, so setting bit 0 maps distinct serials to distinct keys, none
+ * of them 0.  Page keys are drawn only where a page gets its class (a slow
+ * path): one shared atomic add. */
+static _Atomic uint64_t hak_key_serial;
+
+uintptr_t hak_page_new_key(void) {
+    uint64_t n = atomic_fetch_add_explicit(&hak_key_serial, 1, memory_order_relaxed);
+    return (((n << 1) ^ (hak_secret(0) & ~(uint64_t)1)) * 0x9e3779b97f4a7c15u) | 1u;
 }

@@ -195,7 +195,7 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     HAK_SET_RELAXED(page->capacity, 0);
     page->div_magic = page->local_magic = hak_div_magic(bsize);
     page->div_step = page->div_magic * bsize;       /* mod 2^64 */
-    page->free_key = page->local_key = hak_page_key(page);
+    page->free_key = page->local_key = hak_page_new_key();
     hak_page_set_flags(page, 0);
     atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
     page->next = page->prev = NULL;

@@ -104,11 +104,14 @@ typedef enum hak_page_kind_e {
 
 /* A free block: the first word links the free list; the second holds its
  * page's free_key while the block is free (double-free detection: malloc
- * clears the word, and the key is the page address mixed with a secret drawn
- * at start-up, so no program stores it by chance and freed memory reveals no
- * metadata address).  A block handed out by an aligned allocation at an
+ * clears the word, and every incarnation of every page has a key of its own,
+ * a serial number mixed with a secret drawn at start-up, so a correct program
+ * never holds the current key -- not even in uninitialized bytes an earlier
+ * incarnation left -- and freed memory reveals no metadata address;
+ * docs/design.md, "Misuse checks never accuse a correct program").  A block handed out by an aligned allocation at an
  * interior offset q keeps, in its first word (which lies before q), q encoded
- * with a second secret (hak_aligned_mark): free() accepts exactly q. */
+ * with a second secret and the page's key (hak_aligned_mark): free() accepts
+ * exactly q. */
 typedef struct hak_block_s {
     struct hak_block_s *next;
     uintptr_t key;
@@ -191,8 +194,8 @@ typedef struct hak_page_s {
                                         tested with p - start (owner only) */
     struct hak_page_s *prev;         /* queue link (owner only, slow paths) */
     uintptr_t free_key;              /* what a free block of this page holds in its key word:
-                                        the page's address mixed with a process secret
-                                        (hak_page_key), so freed memory shows no address */
+                                        new each time the page gets its class
+                                        (hak_page_new_key), so freed memory shows no address */
     uint32_t reserved;               /* blocks that fit */
     uint8_t  class_idx;
     uint8_t  kind;                   /* hak_page_kind_t */

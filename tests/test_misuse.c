@@ -23,6 +23,34 @@ static void *alloc_in_thread(size_t n) {
 }
 static void on_segv(int sig) { (void)sig; _exit(42); }
 
+/* A 48-byte block on memory that held free 32-byte blocks: four pages of
+ * 32-byte blocks freed, then 48-byte blocks until one lies there (the slot
+ * is carved again for the other class; the others stay allocated).  NULL if
+ * none does. */
+static void *reused_block(void) {
+    enum { N = 4 * 65536 / 32 };
+    static uintptr_t old[N];
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < N; i++) {
+        old[i] = (uintptr_t)malloc(32);
+        if (old[i] < lo) lo = old[i];
+        if (old[i] > hi) hi = old[i];
+    }
+    for (int i = 0; i < N; i++) free((void *)old[i]);
+    for (int i = 0; i < 2 * N; i++) {
+        void *p = malloc(48);
+        if ((uintptr_t)p >= lo && (uintptr_t)p <= hi) return p;
+    }
+    return NULL;
+}
+static void *reused_in_thread_fn(void *arg) { (void)arg; return reused_block(); }
+static void *free_in_thread_fn(void *p) { free(p); return NULL; }
+static void free_in_thread(void *p) {
+    pthread_t t;
+    pthread_create(&t, NULL, free_in_thread_fn, p);
+    pthread_join(t, NULL);
+}
+
 /* thread generations, as in a larson server: each detached thread frees its
  * predecessor's blocks (remote frees, before it allocates anything),
  * allocates its own, starts its successor and exits. */
@@ -55,6 +83,44 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c, "double_free_remote")) {
         char *p = alloc_in_thread(40);
         free(p); free(p);
+    } else if (!strncmp(c, "reuse_", 6)) {
+        /* a real double free of a block on a reused page is still reported
+         * (the key confirmed on the page's lists, or trusted in another
+         * thread): by its owner after a local free, after a remote free (the
+         * page's remote list), after a remote free into a full page (the
+         * heap's delayed list), by another thread, and by realloc */
+        char *p = NULL;
+        if (!strcmp(c, "reuse_other_thread")) {
+            pthread_t t;
+            pthread_create(&t, NULL, reused_in_thread_fn, NULL);
+            pthread_join(t, (void **)&p);
+        } else {
+            p = reused_block();
+        }
+        if (!p) { printf("no block on reused memory\n"); return 3; }
+        sink = p;
+        if (!strcmp(c, "reuse_double_free") || !strcmp(c, "reuse_other_thread")) {
+            free(p); free(p);
+        } else if (!strcmp(c, "reuse_remote_then_owner")) {
+            free_in_thread(p); free(p);
+        } else if (!strcmp(c, "reuse_delayed_then_owner")) {
+            /* p's page is full (its class's pages after it are too, but the
+             * last two: hak_find_page moves exhausted pages to heap->full) */
+            for (int i = 0; i < 8 * 65536 / 48; i++) sink = malloc(48);
+            free_in_thread(p); free(p);
+        } else if (!strcmp(c, "reuse_realloc_freed")) {
+            free(p); sink = realloc(p, 200);
+        } else {
+            fprintf(stderr, "test_misuse: unknown case '%s'\n", c);
+            return 2;
+        }
+    } else if (!strcmp(c, "corrupt_list_double_free")) {
+        /* a double free whose confirmation walks into a link the program
+         * overwrote after a free: reported as what it is */
+        char **a = malloc(48), **b = malloc(48), *keep = malloc(48); sink = keep;
+        free(a); free(b);                 /* local_free: b -> a */
+        *b = (char *)0x10;                /* write after free */
+        free(a);
     } else if (!strcmp(c, "double_free_large")) {
         char *p = malloc(100000); sink = p;
         free(p); free(p);

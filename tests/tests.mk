@@ -98,8 +98,8 @@ test:
 test-run: release debug $$(TEST_DEPS) $$(TEST_BINS)
 	bash tests/run_tests.sh
 
-# the stats build and the misuse test (suite_misuse.sh)
-TEST_DEPS += $(BUILD)/stats/libhakmem.so $(TEST_OUT)/test_misuse
+# the stats build and the misuse tests (suite_misuse.sh)
+TEST_DEPS += $(BUILD)/stats/libhakmem.so $(BUILD)/stats/$(SONAME) $(TEST_OUT)/test_misuse $(TEST_OUT)/test_stale_keys
 
 # Further test makefiles (tests/*.mk), one per concern: each adds its binaries
 # to TEST_DEPS and documents its own targets.

@@ -2,6 +2,10 @@
 #   make bench            full comparison (5 interleaved repetitions, up to 20 for
 #                         a workload whose verdict is open; ~7 min)
 #   make bench QUICK=1    short comparison (3 repetitions, < 3 min)
+#   make bench PEERS="name=/path/lib.so ..."
+#                         add preloadable allocators (e.g. mimalloc 3.x,
+#                         snmalloc, rpmalloc built from source) to every table,
+#                         chart and verdict; combines with QUICK=1
 #   make bench-bins       only build the workload programs into $(BUILD)/bench/
 #   make bench-snapshot   copy the last run's results (build/bench/results/) into
 #                         results/, the committed snapshot; runs nothing
@@ -30,7 +34,7 @@ bench-setup:
 	@sh bench/setup.sh
 
 bench: release $(BENCH_BINS) bench-setup
-	$(BENCH_PY) bench/run.py $(if $(QUICK),--quick,--until-verdict 20)
+	$(BENCH_PY) bench/run.py $(if $(QUICK),--quick,--until-verdict 20)$(if $(strip $(PEERS)), --peers '$(strip $(PEERS))')
 
 bench-snapshot:
 	$(BENCH_PY) bench/run.py --snapshot

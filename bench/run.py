@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Allocator comparison runner: hakmem vs glibc, mimalloc, jemalloc, tcmalloc.
+"""Allocator comparison runner: hakmem vs glibc, mimalloc, jemalloc, tcmalloc and any peers.
 
 Runs the workload binaries in build/bench/ (built by `make`; this script builds
 nothing) under each allocator, interleaved: for each repetition, for each
@@ -11,9 +11,15 @@ Every timed run also records the child's resource usage (os.wait4): minor
 and major page faults, user and system CPU time; the table reports minor
 faults per operation.
 
+--peers "NAME=/path/lib.so ..." (make bench PEERS=...) adds any preloadable
+allocator to the comparison: it runs wherever the Debian peers run, appears in
+every table, the CSV and the chart, and counts as a peer for the verdicts (the
+faster peer of a workload is the fastest of all the peers run).  Its proof is
+that malloc comes from that very file (bench/stats.py check_peer_proof).
+
 Every run must prove which allocator served it (see bench/stats.py
 check_proof); a failed proof aborts the whole comparison (exit 3).  A missing
-peer library aborts before anything runs (exit 2).  A crashed or timed-out run
+peer library (or PEERS entry) aborts before anything runs (exit 2).  A crashed or timed-out run
 is reported and the comparison continues, but the exit status is 1.
 
 Outputs (in --out-dir, default build/bench/results/, outside git): a table on
@@ -28,6 +34,7 @@ import csv
 import datetime
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -168,6 +175,60 @@ def resolve_allocators(selected, hakmem_lib, candidate_lib=None):
               "a subset explicitly)", file=sys.stderr)
         sys.exit(2)
     return chosen
+
+
+ELF_MAGIC = b"\x7fELF"
+
+
+def parse_peers(specs, taken):
+    """[(name, absolute library path)] from --peers arguments, each a
+    whitespace-separated list of NAME=PATH; exit 2 naming any entry that is
+    malformed, clashes with another allocator's name or whose file is missing
+    or no ELF file."""
+    peers, errors = [], []
+    for spec in specs:
+        for entry in spec.split():
+            name, sep, path = entry.partition("=")
+            if not sep or not name or not path:
+                errors.append("PEERS entry %r: want NAME=/path/to/lib.so" % entry)
+                continue
+            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", name):
+                errors.append("PEERS entry %r: the name %r may hold only letters, digits "
+                              "and _ . + -" % (entry, name))
+                continue
+            if name in taken or name in [p[0] for p in peers]:
+                errors.append("PEERS entry %r: the name %s is already taken (by a built-in "
+                              "allocator or an earlier entry); choose another" % (entry, name))
+                continue
+            path = os.path.abspath(path)
+            if not os.path.isfile(path):
+                errors.append("MISSING PEER: %s: %s not found (PEERS)" % (name, path))
+                continue
+            try:
+                with open(path, "rb") as f:
+                    magic = f.read(4)
+            except OSError as e:
+                errors.append("PEERS entry %s: cannot read %s: %s" % (name, path, e))
+                continue
+            if magic != ELF_MAGIC:
+                errors.append("PEERS entry %s: %s is not an ELF shared object" % (name, path))
+                continue
+            peers.append((name, path))
+    if errors:
+        for e in errors:
+            print(e if e.startswith("MISSING PEER") else "run.py: " + e, file=sys.stderr)
+        print("run.py: refusing to run an incomplete comparison", file=sys.stderr)
+        sys.exit(2)
+    return peers
+
+
+def prove(alloc, lib, fields, peer_libs):
+    """Raise stats.ProofError unless the run of `alloc` was served by it: a
+    candidate must be hakmem, a PEERS library the very file given."""
+    if alloc in peer_libs:
+        stats.check_peer_proof(alloc, lib, fields)
+    else:
+        stats.check_proof("hakmem" if alloc == CANDIDATE else alloc, fields)
 
 
 def run_child(argv, preload, timeout, extra_env=None):
@@ -546,7 +607,12 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, for tests only")
     ap.add_argument("--reps", type=int, help="repetitions (default 5, 3 with --quick)")
     ap.add_argument("--allocators", default=",".join(a[0] for a in ALLOCATORS),
-                    help="comma list from %s, and %s" % (",".join(a[0] for a in ALLOCATORS), CANDIDATE))
+                    help="comma list from %s, and %s (--peers come on top)"
+                    % (",".join(a[0] for a in ALLOCATORS), CANDIDATE))
+    ap.add_argument("--peers", action="append", default=[], metavar="'NAME=LIB ...'",
+                    help="more allocators to compare (make bench PEERS=...): whitespace-"
+                    "separated NAME=/path/lib.so entries (repeatable); each is preloaded, "
+                    "proven to serve malloc from that file, and a peer in the verdicts")
     ap.add_argument("--workloads", default="all", help="comma list of workload names")
     ap.add_argument("--hakmem-lib", default=os.path.join(ROOT, "build", "libhakmem.so"))
     ap.add_argument("--candidate-lib", help="a second hakmem build, run as allocator "
@@ -583,7 +649,9 @@ def main():
         w for w in WORKLOADS if w["name"] in args.workloads.split(",")]
     if not wls:
         ap.error("no workload matches %r" % args.workloads)
-    allocs = resolve_allocators(selected, args.hakmem_lib, args.candidate_lib)
+    peer_list = parse_peers(args.peers, known)
+    allocs = resolve_allocators(selected, args.hakmem_lib, args.candidate_lib) + peer_list
+    peer_libs = dict(peer_list)
     cand_env = {}
     for kv in args.candidate_env:
         if "=" not in kv:
@@ -633,7 +701,7 @@ def main():
                 run.error = "bad output: %s" % e
         if run.fields:
             try:
-                stats.check_proof("hakmem" if a == CANDIDATE else a, run.fields)
+                prove(a, lib, run.fields, peer_libs)
             except stats.ProofError as e:
                 proof_abort(w["name"], a, e, "timed")
         runs.append(run)
@@ -700,7 +768,7 @@ def main():
                         raise stats.ParseError(describe_failure(rc, err))
                     f = stats.parse_output(out)
                     try:
-                        stats.check_proof("hakmem" if a == CANDIDATE else a, f)
+                        prove(a, lib, f, peer_libs)
                     except stats.ProofError as e:
                         proof_abort(w["name"], a, e, "strace")
                     counts = stats.parse_strace_summary(open(trace_file).read())
@@ -739,6 +807,9 @@ def main():
     with open(os.path.join(args.out_dir, "latest.md"), "w") as f:
         f.write("Profile `%s`, %d interleaved repetitions%s, %.0f s total (%s).  Machine: %s\n\n"
                 % (profile, reps, more, elapsed, load, machine_description()))
+        if peer_list:
+            f.write("Peers added with PEERS: %s\n\n" % ", ".join(
+                "%s = `%s`" % p for p in peer_list))
         f.write("\n".join(table_lines(rows, geo, markdown=True) + [""] +
                           verdict_lines(comps, markdown=True)) + "\n")
     chart = write_chart(os.path.join(args.out_dir, "latest.png"), rows, geo, allocs,

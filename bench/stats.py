@@ -1,12 +1,14 @@
 """Statistics, parsing and allocator-proof checks for the hakmem benchmarks.
 
 Used by bench/run.py and tests/test_bench_stats.py.  Pure functions only (no
-process handling), so everything here is unit-testable.
+process handling; check_peer_proof resolves symbolic links), so everything
+here is unit-testable.
 
 Command line (used by tests/suite_bench.sh):
     python3 bench/stats.py check ALLOCATOR [FILE]
 reads a workload's output (FILE or stdin), parses its RESULT line and checks
-the allocator proof for ALLOCATOR; prints "OK ..." and exits 0, or prints
+the allocator proof for ALLOCATOR (or, written NAME=LIBRARY, for a library
+given with PEERS); prints "OK ..." and exits 0, or prints
 "PROOF FAILED ..." / "PARSE FAILED ..." and exits 1.
 """
 
@@ -107,6 +109,30 @@ def check_proof(expected, fields):
                              "returned %r (expected 1)" % (path, got))
         raise ProofError("expected %s but hakmem_owns is present (hakmem_owned=%r)"
                          % (expected, got))
+
+
+def check_peer_proof(name, lib, fields):
+    """Raise ProofError unless `fields` (a parsed RESULT) shows that the
+    library `lib` of a PEERS entry `name` provided malloc for the run: the
+    shared object defining malloc (RESULT's allocator=, from dladdr) must be
+    that very file (compared after resolving symbolic links), and no sampled
+    workload block may be foreign.  hakmem_owned must be -1 (no hakmem in the
+    process) or 1 (the peer is itself a hakmem build and owns its blocks); 0
+    means hakmem is loaded but did not serve the run."""
+    path = str(fields.get("allocator", ""))
+    if not path or path == "unknown" or (
+            os.path.realpath(path) != os.path.realpath(lib)):
+        raise ProofError(
+            "expected %s (%s) but malloc was provided by %s (preload did not take effect?)"
+            % (name, lib, path or "<unknown>"))
+    foreign = fields.get("foreign_samples", 0)
+    if isinstance(foreign, int) and foreign > 0:
+        raise ProofError("%d block(s) sampled from the workload were not served by the "
+                         "expected allocator (foreign_samples=%d)" % (foreign, foreign))
+    got = fields.get("hakmem_owned")
+    if got not in (-1, 1):
+        raise ProofError("malloc comes from %s but hakmem_owns is present and did not claim "
+                         "a fresh block (hakmem_owned=%r)" % (path, got))
 
 
 def median(xs):
@@ -280,7 +306,10 @@ def _main(argv):
         print("PARSE FAILED: %s" % e)
         return 1
     try:
-        check_proof(expected, fields)
+        if "=" in expected:  # NAME=LIBRARY: a PEERS entry
+            check_peer_proof(*expected.split("=", 1), fields=fields)
+        else:
+            check_proof(expected, fields)
     except ProofError as e:
         print("PROOF FAILED: %s" % e)
         return 1

@@ -5,7 +5,8 @@
 # workload binary under glibc and (when build/libhakmem.so exists) hakmem with
 # the allocator proof checked (for hakmem including blocks sampled from the
 # workload itself), negative proof checks, and a tiny end-to-end run of
-# bench/run.py (interleaving, strace counts, minor faults per op, CSV, chart).
+# bench/run.py (interleaving, strace counts, minor faults per op, CSV, chart),
+# and PEERS (extra allocators by library path: tables, verdicts, proof, refusals).
 # Takes well under a minute.
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
@@ -205,6 +206,74 @@ if [ $rc -eq 2 ] && grep -q "MISSING PEER: hakmem" "$TMP/miss.err" && ! grep -q 
     echo "PASS bench.runner.missing_library_is_fatal"
 else
     echo "FAIL bench.runner.missing_library_is_fatal: exit $rc, stderr: $(head -c 300 "$TMP/miss.err")"
+fi
+
+# PEERS (make bench PEERS="name=/path/lib.so ..." -> run.py --peers): any
+# preloadable library joins every table, the CSV and the verdicts' choice of
+# the faster peer, and must prove that malloc came from that very file.
+# Debian's mimalloc copied under another name stands in for one built from source.
+if [ -f "$MIMALLOC" ] && [ -f "$HAKMEM" ]; then
+    mkdir -p "$TMP/peerlib" && cp "$MIMALLOC" "$TMP/peerlib/libmipeer.so"
+    strace_opt=--no-syscalls; [ -x /usr/bin/strace ] && strace_opt=
+    # shellcheck disable=SC2086
+    timeout 120 $PY bench/run.py --smoke $strace_opt --reps 1 --allocators hakmem,glibc \
+        --peers "mipeer=$TMP/peerlib/libmipeer.so" --workloads random_mixed,request_arena_destroy \
+        --out-dir "$TMP/peers" >"$TMP/peers.out" 2>"$TMP/peers.err"
+    rc=$?
+    order=$(grep -o '^\[ *[0-9]*/[0-9]*\] rep [0-9] random_mixed *[a-z]*' "$TMP/peers.out" | awk '{print $NF}' | tr '\n' ' ')
+    # the faster of glibc and mipeer by median, and hakmem's verdict_against
+    check=$($PY -c 'import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["workload"] == "random_mixed"]
+med = dict((r["allocator"], float(r["median_ops_per_sec"])) for r in rows)
+h = [r for r in rows if r["allocator"] == "hakmem"][0]
+best = max(("glibc", "mipeer"), key=lambda a: med[a])
+print("ok" if sorted(med) == ["glibc", "hakmem", "mipeer"] and h["verdict_against"] == best
+      else "rows %s, verdict against %s, faster peer %s" % (sorted(med), h["verdict_against"], best))
+' "$TMP/peers/latest.csv" 2>&1)
+    if [ $rc -ne 0 ]; then
+        echo "FAIL bench.runner.peers: exit $rc: $(tail -n 3 "$TMP/peers.err")"
+    elif [ "$order" != "hakmem glibc mipeer " ]; then
+        echo "FAIL bench.runner.peers: runs of random_mixed: '$order'"
+    elif [ "$check" != ok ]; then
+        echo "FAIL bench.runner.peers: latest.csv: $check"
+    elif ! grep -q "^random_mixed  *mipeer " "$TMP/peers.out" ||
+         ! grep -q "^  mipeer " "$TMP/peers.out" ||
+         ! grep -q '| random_mixed | mipeer |' "$TMP/peers/latest.md" ||
+         ! grep -q "^Peers added with PEERS: mipeer = \`$TMP/peerlib/libmipeer.so\`" "$TMP/peers/latest.md"; then
+        echo "FAIL bench.runner.peers: mipeer missing from the table, geometric means or latest.md"
+    elif grep -q 'request_arena_destroy  *mipeer' "$TMP/peers.out"; then
+        echo "FAIL bench.runner.peers: mipeer ran request_arena_destroy (hakmem and mimalloc only)"
+    elif [ -z "$strace_opt" ] && ! grep -q '^\[strace\] random_mixed  *mipeer .*syscalls/op' "$TMP/peers.out"; then
+        echo "FAIL bench.runner.peers: no proven strace run of mipeer"
+    else
+        echo "PASS bench.runner.peers"
+    fi
+else
+    echo "SKIP bench.runner.peers: $MIMALLOC or $HAKMEM missing"
+fi
+
+# A PEERS entry whose file does not exist is named and fatal (exit 2) before
+# anything runs; one that does not provide malloc fails its proof (exit 3)
+timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators glibc \
+    --peers "ghost=/nonexistent/libghost.so" --out-dir "$TMP/pmiss" >"$TMP/pmiss.out" 2>"$TMP/pmiss.err"
+rc=$?
+timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators glibc --peers "fake=$LIBM" \
+    --workloads random_mixed --out-dir "$TMP/pneg" >/dev/null 2>"$TMP/pneg.err"
+rc2=$?
+if [ $rc -eq 2 ] && grep -q "MISSING PEER: ghost: /nonexistent/libghost.so not found (PEERS)" "$TMP/pmiss.err" &&
+   ! grep -q '^\[' "$TMP/pmiss.out" && [ $rc2 -eq 3 ] &&
+   grep -q "PROOF FAILED (timed run of random_mixed under fake): expected fake ($LIBM)" "$TMP/pneg.err"; then
+    echo "PASS bench.runner.peers_refused"
+else
+    echo "FAIL bench.runner.peers_refused: exit $rc/$rc2: $(head -c 300 "$TMP/pmiss.err" "$TMP/pneg.err")"
+fi
+
+# make bench passes PEERS (and QUICK) on to the runner
+cmd=$(make -n bench QUICK=1 PEERS=" a=/x/liba.so   b=/y/libb.so " 2>&1 | grep 'bench/run.py')
+if [ "$cmd" = "$PY bench/run.py --quick --peers 'a=/x/liba.so b=/y/libb.so'" ]; then
+    echo "PASS bench.make.peers"
+else
+    echo "FAIL bench.make.peers: make -n bench gives: $cmd"
 fi
 
 # ---- 4. tiny end-to-end run of the runner (interleaving, strace, CSV, chart) ----

@@ -188,6 +188,122 @@ class TestProof(unittest.TestCase):
         self.assertRaises(stats.ProofError, stats.check_proof, "nosuch", self.fields())
 
 
+class TestPeerProof(unittest.TestCase):
+    """A library given with PEERS (run.py --peers) must itself define the
+    malloc the run used: the very file, after resolving symbolic links."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.lib = os.path.join(self.dir.name, "libpeer.so.1")
+        open(self.lib, "wb").close()
+        self.link = os.path.join(self.dir.name, "libpeer.so")
+        os.symlink(self.lib, self.link)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def fields(self, **over):
+        f = stats.parse_result_line(GLIBC_LINE)
+        f.update(allocator=self.lib)
+        f.update(over)
+        return f
+
+    def test_the_file_itself_and_a_link_to_it_accepted(self):
+        stats.check_peer_proof("p", self.lib, self.fields())
+        stats.check_peer_proof("p", self.link, self.fields())
+        stats.check_peer_proof("p", self.lib, self.fields(allocator=self.link))
+
+    def test_glibc_or_another_library_rejected(self):
+        with self.assertRaises(stats.ProofError) as cm:
+            stats.check_peer_proof("p", self.lib, self.fields(
+                allocator="/lib/x86_64-linux-gnu/libc.so.6"))
+        self.assertIn("libc.so.6", str(cm.exception))
+        self.assertIn("expected p (", str(cm.exception))
+        # same file name elsewhere is not the same library
+        self.assertRaises(stats.ProofError, stats.check_peer_proof, "p", self.lib,
+                          self.fields(allocator="/elsewhere/libpeer.so.1"))
+        self.assertRaises(stats.ProofError, stats.check_peer_proof, "p", self.lib,
+                          self.fields(allocator="unknown"))
+
+    def test_foreign_samples_and_unclaimed_hakmem_rejected(self):
+        self.assertRaises(stats.ProofError, stats.check_peer_proof, "p", self.lib,
+                          self.fields(owned_samples=5, foreign_samples=1))
+        self.assertRaises(stats.ProofError, stats.check_peer_proof, "p", self.lib,
+                          self.fields(hakmem_owned=0))
+        # a peer that is itself a hakmem build owns its blocks
+        stats.check_peer_proof("p", self.lib, self.fields(hakmem_owned=1))
+
+    def test_command_line_takes_name_equals_library(self):
+        out = os.path.join(self.dir.name, "out")
+        with open(out, "w") as f:
+            f.write("RESULT workload=w ops=1 seconds=1 ops_per_sec=1 allocator=%s "
+                    "hakmem_owned=-1\n" % self.link)
+        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "stats.py")
+        ok = subprocess.run([sys.executable, here, "check", "p=" + self.lib, out],
+                            capture_output=True, text=True)
+        self.assertEqual(ok.returncode, 0, ok.stdout)
+        bad = subprocess.run([sys.executable, here, "check", "p=/lib/x86_64-linux-gnu/libm.so.6",
+                              out], capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("PROOF FAILED", bad.stdout)
+
+
+class TestPeersOption(unittest.TestCase):
+    """run.py --peers (make bench PEERS=...): parsing, refusals, and the
+    verdict's faster peer chosen among the PEERS libraries too."""
+
+    def parse(self, *specs):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            try:
+                return run.parse_peers(list(specs), ["hakmem", "glibc", "mimalloc"]), ""
+            except SystemExit as e:
+                self.assertEqual(e.code, 2)
+                return None, err.getvalue()
+
+    def test_entries_parsed_to_absolute_paths(self):
+        with tempfile.TemporaryDirectory() as d:
+            lib = os.path.join(d, "liba.so")
+            with open(lib, "wb") as f:
+                f.write(b"\x7fELF" + b"\0" * 60)
+            got, _ = self.parse("a=%s  b.2=%s" % (lib, os.path.relpath(lib)), "c=" + lib)
+            self.assertEqual(got, [("a", lib), ("b.2", lib), ("c", lib)])
+            _, err = self.parse("mimalloc=" + lib)
+            self.assertIn("name mimalloc is already taken", err)
+            _, err = self.parse("a=%s a=%s" % (lib, lib))
+            self.assertIn("name a is already taken", err)
+            _, err = self.parse("a/b=" + lib)
+            self.assertIn("may hold only", err)
+            _, err = self.parse(lib)
+            self.assertIn("want NAME=/path/to/lib.so", err)
+            text = os.path.join(d, "notes.txt")
+            open(text, "w").close()
+            _, err = self.parse("t=" + text)
+            self.assertIn("is not an ELF shared object", err)
+
+    def test_missing_library_named(self):
+        _, err = self.parse("ghost=/nonexistent/libghost.so")
+        self.assertIn("MISSING PEER: ghost: /nonexistent/libghost.so not found (PEERS)", err)
+
+    def test_faster_peer_may_be_a_peers_library(self):
+        allocs = [("hakmem", "/x/libhakmem.so"), ("mimalloc", "/y/libmimalloc.so.2"),
+                  ("mi3", "/p/libmimalloc.so.3")]
+        out = []
+        for rep in range(10):
+            for a, ops in (("hakmem", 100.0), ("mimalloc", 90.0), ("mi3", 110.0)):
+                f = stats.parse_result_line(HAKMEM_LINE)
+                f.update(workload="w", ops=1000, ops_per_sec=ops)
+                out.append(run.Run("w", a, rep, fields=f))
+        peers = run.best_peers(out, allocs, ["w"])
+        self.assertEqual(peers, {"w": "mi3"})
+        comps = run.comparisons(out, allocs, ["w"], peers)
+        self.assertEqual([(c["allocator"], c["against"], c["verdict"]) for c in comps],
+                         [("hakmem", "mi3", "behind")])
+        rows, geo = run.summarize(out, allocs, ["w"], {})
+        self.assertEqual([r["allocator"] for r in rows], ["hakmem", "mimalloc", "mi3"])
+        self.assertIn("| w | mi3 |", "\n".join(run.table_lines(rows, geo, markdown=True)))
+
+
 # what os.wait4 returns as its third value, reduced to the fields used
 FakeRusage = collections.namedtuple("FakeRusage", "ru_minflt ru_majflt ru_utime ru_stime")
 

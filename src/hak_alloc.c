@@ -27,18 +27,6 @@ HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
     return hak_calloc_total(total);
 }
 
-/* calloc of total bytes, unsampled */
-void *hak_calloc_total(size_t total) {
-    if (total > HAK_LARGE_MAX) {
-        hak_heap_t *heap = hak_tls_heap;
-        if (heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
-        return hak_huge_alloc(total, HAK_MIN_ALIGN, true);   /* fresh mapping: already zero */
-    }
-    void *p = hak_malloc_inline(total);
-    if (hak_likely(p != NULL)) memset(p, 0, total);
-    return p;
-}
-
 /* Resize p.  Keeps the block when the new size fits and wastes at most half
  * of it; huge blocks move pages with mremap; otherwise allocate, copy, free.
  * The new size is sampled for heap profiles as malloc's is when realloc takes
@@ -112,43 +100,6 @@ HAK_PROF_ENTRY HAK_EXPORT void *hakmem_reallocarray(void *p, size_t n, size_t si
     return hak_realloc(p, total);
 }
 
-/* Aligned blocks.  First try the plain size class (its blocks are often
- * aligned already); else take a block large enough to contain an aligned
- * one and mark the page, so free() knows to look for the block's start.
- * Unsampled: hak_malloc_aligned below is the sampled entry. */
-void *hak_aligned_plain(size_t size, size_t align, bool zero) {
-    if (align <= HAK_MIN_ALIGN) return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
-    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    /* (a thread past its exit handler owns no page to mark: a mapping of its own) */
-    if (size + align <= HAK_LARGE_MAX && !hak_tls_exiting) {
-        void *p = hak_malloc_inline(size);
-        if (!p) return NULL;
-        if (((uintptr_t)p & (align - 1)) == 0) {
-            if (zero) memset(p, 0, size);
-            return p;
-        }
-        hak_free_inline(p);
-        /* room for the aligned pointer and at least one byte behind it: for
-         * size 0 the pointer must still lie inside the block, not at the
-         * next block's start */
-        p = hak_malloc_inline((size ? size : 1) + align - HAK_MIN_ALIGN);
-        if (!p) return NULL;
-        uint8_t *q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
-        if (q != p) {
-            /* p's first word lies before q: it names q, the one pointer
-             * free() accepts for this block (hak_free.c) */
-            *(uintptr_t *)p = hak_aligned_mark(q);
-            hak_segment_t *seg = hak_segment_of(p);
-            hak_page_t *page = hak_page_of(seg, p);            /* our own page */
-            hak_page_set_flags(page, page->flags | HAK_PAGE_HAS_ALIGNED);
-        }
-        if (zero) memset(q, 0, size);
-        return q;
-    }
-    if (hak_tls_heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
-    return hak_huge_alloc(size, align, zero);
-}
-
 /* The aligned allocations, sampled for heap profiles as malloc is. */
 HAK_PROF_ENTRY void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
     if (size <= PTRDIFF_MAX && HAK_SAMPLED(size)) return hak_profile_malloc(size, align, zero);
@@ -190,19 +141,6 @@ HAK_PROF_ENTRY HAK_EXPORT void *hakmem_pvalloc(size_t size) {
     return hak_malloc_aligned(rounded, ps, false);
 }
 
-size_t hak_usable_size(const void *p) {
-    if (p == NULL) return 0;
-    hak_segment_t *seg = hak_segment_of_checked(p);
-    if (hak_unlikely(!seg)) {
-        size_t n = hak_foreign_usable(p);
-        if (!n) hak_fatal("malloc_usable_size()", "invalid pointer (not allocated by hakmem)", p);
-        return n;
-    }
-    hak_page_t *page;
-    uint8_t *block = (uint8_t *)hak_block_in(seg, p, "malloc_usable_size()", &page);
-    if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
-    return page->block_size - (size_t)((const uint8_t *)p - block);
-}
 HAK_EXPORT size_t hakmem_usable_size(const void *p) { return hak_usable_size(p); }
 
 /* C23: the size (and alignment) must be what the block was allocated with;
@@ -219,9 +157,6 @@ HAK_EXPORT void hakmem_free_aligned_sized(void *p, size_t align, size_t size) {
 
 HAK_EXPORT int hakmem_owns(const void *p) { return hak_segment_of_checked(p) != NULL; }
 HAK_EXPORT const char *hakmem_version(void) { return HAKMEM_VERSION_STRING; }
-HAK_EXPORT const char *hakmem_build_variant(void) {
-    return HAK_DEBUG_ENABLED ? "debug" : HAK_STATS_FULL_ENABLED ? "stats" : "release";
-}
 
 HAK_ALIAS(malloc, hakmem_malloc)
 HAK_ALIAS(free, hakmem_free)

@@ -39,7 +39,7 @@ static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
  * would never be abandoned.  Then the counts go to the static empty heap,
  * which nobody sums. */
 static HAK_NOINLINE hak_heap_t *hak_free_remote_counter(void) {
-    hak_heap_t *self = hak_tls_exiting ? NULL : hak_heap_for_thread();
+    hak_heap_t *self = hak_tls_exiting ? NULL : hak_heap_empty.thread_heap();
     return self ? self : &hak_heap_empty;
 }
 
@@ -283,4 +283,21 @@ void hak_free_slow(void *p) {
         if (hak_likely(hak_free_quick(page, p))) { hak_free_block(seg, page, p); return; }
     }
     hak_free_checked(p);
+}
+
+/* ---- malloc_usable_size ---- */
+
+/* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */
+size_t hak_usable_size(const void *p) {
+    if (p == NULL) return 0;
+    hak_segment_t *seg = hak_segment_of_checked(p);
+    if (hak_unlikely(!seg)) {
+        size_t n = hak_foreign_usable(p);
+        if (!n) hak_fatal("malloc_usable_size()", "invalid pointer (not allocated by hakmem)", p);
+        return n;
+    }
+    hak_page_t *page;
+    uint8_t *block = (uint8_t *)hak_block_in(seg, p, "malloc_usable_size()", &page);
+    if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
+    return page->block_size - (size_t)((const uint8_t *)p - block);
 }

@@ -33,7 +33,9 @@ static HAK_TLS hak_heap_t *hak_tls_last;
 /* the fallback exit handler is registered for this thread */
 static HAK_TLS bool hak_tls_atexit;
 hak_page_t hak_page_empty;
-hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty } };
+static void *hak_malloc_first(size_t size);
+hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty },
+                              .first_malloc = hak_malloc_first, .thread_heap = hak_heap_for_thread };
 /* HAK_TEST_TAG_START (tests/lifecycle.mk): a test build starts the tag counter
  * near HAK_TAG_LAST, so that a few dozen threads run out of tags. */
 #ifndef HAK_TEST_TAG_START
@@ -45,7 +47,6 @@ static _Atomic unsigned hak_next_tag = HAK_TEST_TAG_START;
 #define HAK_HEAP_FORKED 3   /* its thread did not survive the fork; not yet checked (hak_fork_settle) */
 #define HAK_HEAP_LOST   4   /* ... and caught inside an operation: never adopted or swept */
 
-static _Atomic(hak_heap_t *) hak_heaps_all;
 static _Atomic size_t hak_abandoned_count;     /* heaps no thread owns: ABANDONED, or BUSY (swept, lent) */
 static _Atomic size_t hak_forked_count;        /* FORKED heaps (a fork child's) */
 static pthread_key_t hak_thread_key;
@@ -84,6 +85,8 @@ void hak_process_init(void) {
     if (hak_likely(atomic_load_explicit(&hak_init_state, memory_order_acquire) == 2)) return;
     int expected = 0;
     if (atomic_compare_exchange_strong(&hak_init_state, &expected, 1)) {
+        hak_segment_hooks.collect = hak_heap_collect;   /* before any heap exists */
+        hak_segment_hooks.sweep = hak_sweep_abandoned;
         hak_options_init();
         hak_foreign_init();
         /* HAK_TEST_NO_THREAD_KEY (tests/lifecycle.mk): a test build that
@@ -308,6 +311,16 @@ void *hak_malloc_late(size_t size) {
     return p;
 }
 
+/* A malloc by a thread that has no heap (the empty heap's first_malloc,
+ * called by the pages layer's slow path): its first, or one after its
+ * exit handler (hak_malloc_late). */
+static void *hak_malloc_first(size_t size) {
+    if (hak_unlikely(hak_tls_exiting)) return hak_malloc_late(size);
+    hak_heap_t *heap = hak_heap_for_thread();
+    if (!heap) { errno = ENOMEM; return NULL; }
+    return hak_malloc_slow(size, heap);
+}
+
 /* This thread's id for public heaps' ownership: a count, so no two threads
  * of the process ever share one (kernel ids and pthread_t are reused). */
 uint64_t hak_thread_id(void) {
@@ -384,9 +397,6 @@ size_t hak_sweep_abandoned(bool force_purge) {
     return n;
 }
 
-/* The first heap of the list of every heap (linked by next_all; heaps are
- * never freed): the purger and malloc_trim walk it (hak_purge.c). */
-hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&hak_heaps_all, memory_order_acquire); }
 
 /* Sum the per-heap counters (a racy snapshot, as any statistics read). */
 void hak_heap_stats_sum(hak_heap_sums_t *s) {
@@ -633,7 +643,6 @@ static void hak_fork_prepare(void) {
     hak_fork_locked = !__libc_single_threaded;
     if (!hak_fork_locked) return;
     for (unsigned i = atomic_load(&hak_fork_hook_count); i-- > 0; ) hak_fork_hooks[i].prepare();
-    hak_stats_lock_for_fork();
     hak_heaps_lock_for_fork();
     hak_segment_lock_for_fork();
 }
@@ -641,7 +650,6 @@ static void hak_fork_parent(void) {
     if (!hak_fork_locked) return;
     hak_segment_unlock_after_fork(false);
     hak_heaps_unlock_after_fork(false);
-    hak_stats_unlock_after_fork(false);
     for (unsigned i = 0, n = atomic_load(&hak_fork_hook_count); i < n; i++) hak_fork_hooks[i].parent();
 }
 static void hak_fork_child(void) {
@@ -652,20 +660,16 @@ static void hak_fork_child(void) {
     }
     hak_segment_unlock_after_fork(true);
     hak_heaps_unlock_after_fork(true);
-    hak_stats_unlock_after_fork(true);
     for (unsigned i = 0, n = atomic_load(&hak_fork_hook_count); i < n; i++) hak_fork_hooks[i].child();
     /* every lock is free again, hakmem's and glibc's (glibc resets its own
      * before the handlers run): the child's own purger */
     hak_purger_start();
 }
 
-void hak_stats_at_exit(void);
-
 __attribute__((constructor(101))) static void hak_constructor(void) {
     hak_process_init();
     pthread_atfork(hak_fork_prepare, hak_fork_parent, hak_fork_child);
     if (hak_opt.verbose) hak_options_print();
     hak_crash_install();
-    if (hak_opt.stats) atexit(hak_stats_at_exit);
     hak_purger_start();   /* here, where no lock of hakmem's or libc's is held (hak_purge.c) */
 }

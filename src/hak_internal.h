@@ -166,9 +166,15 @@ typedef struct hak_heap_sums_s {
     uint64_t allocs[HAK_CLASS_COUNT + 1], frees[HAK_CLASS_COUNT + 1];   /* stats build */
 } hak_heap_sums_t;
 void hak_heap_stats_sum(hak_heap_sums_t *sums);  /* hak_heap.c */
-void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta);
-void hak_stats_lock_for_fork(void);              /* the stats snapshot's lock, around fork */
-void hak_stats_unlock_after_fork(bool child);
+/* cur += delta, and peak = max(peak, cur) */
+static inline void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta) {
+    uint64_t now = atomic_fetch_add_explicit(cur, (uint64_t)delta, memory_order_relaxed) + (uint64_t)delta;
+    if (delta > 0) {
+        uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
+        while (now > p && !atomic_compare_exchange_weak_explicit(peak, &p, now, memory_order_relaxed,
+                                                                memory_order_relaxed)) {}
+    }
+}
 
 /* ---- process and heap life cycle (hak_heap.c) ---- */
 void hak_process_init(void);
@@ -190,7 +196,8 @@ void hak_fork_hook_add(void (*prepare)(void), void (*parent)(void), void (*child
 void hak_heap_collect(hak_heap_t *heap, bool force_purge);
 size_t hak_sweep_abandoned(bool force_purge);
 hak_heap_t *hak_heap_make(int state);          /* a fresh heap with a new tag, on the list of every heap */
-hak_heap_t *hak_heap_list(void);                /* every heap, linked by next_all */
+extern _Atomic(hak_heap_t *) hak_heaps_all;   /* every heap, linked by next_all (hak_purge.c) */
+hak_heap_t *hak_heap_list(void);                /* its first heap (hak_purge.c) */
 void hak_heaps_lock_for_fork(void);
 void hak_heaps_unlock_after_fork(bool child);
 
@@ -206,6 +213,7 @@ void  hak_page_check(const hak_page_t *page);   /* HAK_DEBUG consistency check *
 /* A block of size bytes (aligned to align) on a page of its own, flagged
  * HAK_PAGE_SAMPLED: a heap profile's sample (hak_profile.c).  NULL: no memory. */
 void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align);
+bool  hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls);  /* grow in place; false: no room */
 void  hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page);   /* after hak_page_reclass */
 /* The page layer calls no upper layer by name: heap profiles (hak_profile.c,
  * when sampling is on) register here, before the first sampled page exists,
@@ -245,7 +253,7 @@ void hak_segment_lock_for_fork(void);
 void hak_segment_unlock_after_fork(bool child);
 void  hak_segment_set_slices(hak_segment_t *seg);
 void  hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls);
-bool  hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls);  /* false: no room */
+bool  hak_segment_span_grow(hak_heap_t *heap, hak_page_t *page, unsigned cls);  /* false: no room */
 void  hak_queue_push_back(hak_heap_t *heap, hak_page_t *page);
 void  hak_segment_move(hak_heap_t *from, hak_heap_t *to, hak_segment_t *seg); /* hakmem_heap_delete */
 
@@ -269,6 +277,15 @@ typedef struct hak_huge_hooks_s {
     void (*freed)(void *p);
 } hak_huge_hooks_t;
 extern hak_huge_hooks_t hak_huge_hooks;
+/* The heap layer's functions that segment allocation calls (hak_segment.c):
+ * collect the heap it allocates for, the first time a thread that took that
+ * heap over needs new memory, and sweep abandoned heaps before it asks the
+ * OS.  Set by hak_process_init (hak_heap.c), before any heap exists. */
+typedef struct hak_segment_hooks_s {
+    void (*collect)(hak_heap_t *heap, bool force_purge);
+    size_t (*sweep)(bool force_purge);
+} hak_segment_hooks_t;
+extern hak_segment_hooks_t hak_segment_hooks;
 
 /* ---- page lookup ---- */
 HAK_INLINE hak_segment_t *hak_segment_of(const void *p) {
@@ -430,12 +447,12 @@ int   hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi);
 const char *hak_unwind_load(void);
 extern _Unwind_Reason_Code (*hak_gcc_backtrace)(_Unwind_Trace_Fn, void *);
 extern _Unwind_Ptr (*hak_gcc_get_ip)(struct _Unwind_Context *);
-void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc.c) */
+void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc_plain.c) */
 
 /* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */
-size_t hak_usable_size(const void *p);
+size_t hak_usable_size(const void *p);              /* hak_free.c */
 void *hak_malloc_aligned(size_t size, size_t align, bool zero);   /* sampled */
-void *hak_aligned_plain(size_t size, size_t align, bool zero);    /* unsampled */
+void *hak_aligned_plain(size_t size, size_t align, bool zero);    /* unsampled (hak_alloc_plain.c) */
 void *hak_realloc(void *p, size_t size);
 
 #endif /* HAK_INTERNAL_H */

@@ -87,3 +87,7 @@ void hak_options_print(void) {
         hak_message("hakmem:   %s=%ld  (%s)\n", o->name, *o->value, o->help);
     }
 }
+
+HAK_EXPORT const char *hakmem_build_variant(void) {
+    return HAK_DEBUG_ENABLED ? "debug" : HAK_STATS_FULL_ENABLED ? "stats" : "release";
+}

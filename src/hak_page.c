@@ -260,6 +260,24 @@ void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align) {
     return NULL;
 }
 
+/* Give a large page whose only live block is its first one a larger class,
+ * in place: the block keeps its address and grows into the page's span
+ * (hak_segment_span_grow; realloc of a growing large buffer: no copy).  The
+ * caller checked: owner thread, kind LARGE, no flags, used == 1, block ==
+ * start.  False: no room after the span. */
+bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
+    if (!hak_segment_span_grow(heap, page, cls)) return false;
+    hak_queue_remove(heap, page);
+    hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
+    hak_segment_init_page(hak_segment_of(page), page, cls);   /* capacity 0, used 0, empty lists */
+    HAK_SET_RELAXED(page->capacity, 1);      /* block 0 is the caller's */
+    page->used = 1;
+    hak_page_update_limit(page);
+    hak_queue_push_back(heap, page);
+    hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
+    return true;
+}
+
 /* A sampled page that hak_page_reclass grew in place for realloc (which made
  * it an ordinary page in its class queue): sampled again, as above. */
 void hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page) {
@@ -368,11 +386,7 @@ HAK_INLINE void *hak_page_pop(hak_heap_t *heap, hak_page_t *page, hak_block_t **
  * malloc, huge and large blocks, small classes whose direct page ran dry, a
  * class with no page that has a block at hand (hak_find_page). */
 static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
-    if (hak_unlikely(heap == &hak_heap_empty)) {
-        if (hak_unlikely(hak_tls_exiting)) return hak_malloc_late(size);   /* after the exit handler */
-        heap = hak_heap_for_thread();
-        if (!heap) { errno = ENOMEM; return NULL; }
-    }
+    if (hak_unlikely(heap == &hak_heap_empty)) return heap->first_malloc(size);   /* a thread's first */
     if (size > HAK_LARGE_MAX) {
         hak_stat_inc(heap->st_slow);
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[HAK_CLASS_COUNT]);

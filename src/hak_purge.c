@@ -652,6 +652,12 @@ size_t hak_cache_trim(void) {
 
 static pthread_mutex_t hak_purger_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The list of every heap (linked by next_all; heaps are never freed): the
+ * heap layer pushes each heap it makes (hak_heap_make), the purger and
+ * malloc_trim walk it from here. */
+_Atomic(hak_heap_t *) hak_heaps_all;
+hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&hak_heaps_all, memory_order_acquire); }
+
 /* One round over every heap and the caches; returns the earliest time
  * something else comes due (0: nothing dirty anywhere). */
 static uint64_t hak_purge_round(uint64_t now) {

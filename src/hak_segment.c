@@ -320,12 +320,11 @@ static void hak_kept_drop_locked(hak_heap_t *heap, hak_page_t *pg) {
     }
 }
 
-/* Give a large page whose only live block is its first one a larger class,
- * in place: the block keeps its address and grows into the page's span,
- * which first takes free slices after it if it must (realloc of a growing
- * large buffer: no copy).  The caller checked: owner thread, kind LARGE, no
- * flags, used == 1, block == start.  False: no room after the span. */
-bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
+/* The span of a large page whose only live block is its first one, made
+ * large enough for one block of class cls: it first takes free slices
+ * after it if it must (hak_page_reclass, hak_page.c, which then gives the
+ * page its new class).  False: no room after the span. */
+bool hak_segment_span_grow(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
     hak_segment_t *seg = hak_segment_of(page);
     unsigned head = (unsigned)(page - seg->pages), need = hak_span_need(seg, head, hak_class_size(cls));
     size_t room = ((size_t)page->span << HAK_SLICE_SHIFT) - (size_t)(page->start - ((uint8_t *)seg + ((size_t)head << HAK_SLICE_SHIFT)));
@@ -348,14 +347,6 @@ bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
         hak_slots_unlock(heap);
         if (!ok) return false;
     }
-    hak_queue_remove(heap, page);
-    hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
-    hak_segment_init_page(seg, page, cls);   /* capacity 0, used 0, empty lists */
-    HAK_SET_RELAXED(page->capacity, 1);      /* block 0 is the caller's */
-    page->used = 1;
-    hak_page_update_limit(page);
-    hak_queue_push_back(heap, page);
-    hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
     return true;
 }
 
@@ -364,6 +355,7 @@ bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
  * freed remotely after that thread's last collect -- memory the new thread
  * would otherwise leave idle while it takes more. */
 static HAK_TLS hak_heap_t *hak_tls_collected;
+hak_segment_hooks_t hak_segment_hooks;   /* hak_internal.h */
 /* set while that collect runs: what it frees is the last thread's memory,
  * about to serve this one (hak_heap_leaving) */
 HAK_TLS bool hak_tls_taking_over;
@@ -386,14 +378,14 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     if (hak_tls_collected != heap && !heap->pub_magic && !hak_segment_has_room(heap, kind, cls)) {
         hak_tls_collected = heap;
         hak_tls_taking_over = true;
-        hak_heap_collect(heap, false);
+        hak_segment_hooks.collect(heap, false);
         hak_tls_taking_over = false;
     }
     /* the owner reads its own lists without the lock; it writes them with it */
     /* abandoned heaps' empty segments go to the cache when swept: sweep
      * when the cache has none (a sweep keeps those heaps from being adopted
      * meanwhile) */
-    if (!heap->segs[kind].first && !hak_cache_segment_any()) hak_sweep_abandoned(false);
+    if (!heap->segs[kind].first && !hak_cache_segment_any()) hak_segment_hooks.sweep(false);
     uint64_t now = hak_os_now_ms();
     hak_slots_lock(heap);
     hak_page_t *page = NULL;

@@ -1,21 +1,15 @@
-/* hak_stats.c -- process-wide counters, kept off the fast path: OS calls,
- * segments, page refills, remote frees.  hakmem_stats_get() copies them,
- * hakmem_stats_print() and HAKMEM_STATS=1 (at exit) print them. */
+/* hak_stats.c -- the statistics report, an entry point: hakmem_stats_get()
+ * copies the process-wide counters (kept off the fast path: OS calls,
+ * segments, page refills, remote frees) and sums the heaps' own;
+ * hakmem_stats_print() and HAKMEM_STATS=1 (at exit) print them.  The
+ * counters are defined here and counted by every layer (data, no calls). */
 #include "hak_purge.h"
 #include <pthread.h>
+#include <stdlib.h>
 
 hak_counters_t hak_counters;
 
 #define HAK_LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
-
-void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta) {
-    uint64_t now = atomic_fetch_add_explicit(cur, (uint64_t)delta, memory_order_relaxed) + (uint64_t)delta;
-    if (delta > 0) {
-        uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
-        while (now > p && !atomic_compare_exchange_weak_explicit(peak, &p, now, memory_order_relaxed,
-                                                                memory_order_relaxed)) {}
-    }
-}
 
 static void hak_stats_fill(hakmem_stats_t *out);
 
@@ -25,15 +19,18 @@ static void hak_stats_fill(hakmem_stats_t *out);
  * finds it free. */
 static pthread_mutex_t hak_stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void hak_stats_lock_for_fork(void) { pthread_mutex_lock(&hak_stats_lock); }
-void hak_stats_unlock_after_fork(bool child) {
-    if (child) pthread_mutex_init(&hak_stats_lock, NULL);
-    else pthread_mutex_unlock(&hak_stats_lock);
-}
+static void hak_stats_prepare(void) { pthread_mutex_lock(&hak_stats_lock); }
+static void hak_stats_parent(void) { pthread_mutex_unlock(&hak_stats_lock); }
+static void hak_stats_child(void) { pthread_mutex_init(&hak_stats_lock, NULL); }
+
+/* The lock is held across fork from its first use on (hak_fork_hook_add). */
+static pthread_once_t hak_stats_once = PTHREAD_ONCE_INIT;
+static void hak_stats_init(void) { hak_fork_hook_add(hak_stats_prepare, hak_stats_parent, hak_stats_child); }
 
 HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out, size_t size) {
     if (!out) return -1;
     static hakmem_stats_t snapshot;       /* big; callers are rare */
+    pthread_once(&hak_stats_once, hak_stats_init);
     pthread_mutex_lock(&hak_stats_lock);
     hak_stats_fill(&snapshot);
     memcpy(out, &snapshot, size < sizeof snapshot ? size : sizeof snapshot);
@@ -125,4 +122,9 @@ static void hak_stats_write(void) {
     hak_purge_stats_print();
 }
 
-void hak_stats_at_exit(void) { hakmem_stats_print(); }
+static void hak_stats_at_exit(void) { hakmem_stats_print(); }
+
+/* After hak_heap.c's constructor (101): options are read. */
+__attribute__((constructor(102))) static void hak_stats_constructor(void) {
+    if (hak_opt.stats) atexit(hak_stats_at_exit);
+}

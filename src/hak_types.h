@@ -327,6 +327,14 @@ typedef struct hak_heap_s {
     struct hak_heap_s *pub_next;
     uint32_t pub_magic;
     struct hak_segment_s *pub_huge;        /* its huge blocks (seg->next/prev), under hak_pub_huge_lock */
+    /* Set in the static empty heap only (hak_heap.c), the one a thread
+     * without a heap passes down: the pages layer reaches the heap layer
+     * through them (the layers' hook, tools/layers.tsv).  first_malloc: a
+     * malloc by a thread with no heap (it gets one, or borrows one after
+     * its exit handler); thread_heap: the calling thread's heap, made on
+     * demand (hak_heap_for_thread). */
+    void *(*first_malloc)(size_t size);
+    struct hak_heap_s *(*thread_heap)(void);
 } hak_heap_t;
 
 #endif /* HAK_TYPES_H */

@@ -1,0 +1,56 @@
+/* hak_alloc_plain.c -- the unsampled allocations that a size class alone
+ * does not serve, shared by the entry points (hak_alloc.c) and the heap
+ * profile's sampled path (hak_profile.c): calloc of a total size, and
+ * aligned blocks.  Heaps layer: both may need the calling thread's heap
+ * (hak_heap_for_thread) and go down to pages and huge blocks. */
+#include "hak_internal.h"
+
+/* calloc of total bytes, unsampled */
+void *hak_calloc_total(size_t total) {
+    if (total > HAK_LARGE_MAX) {
+        hak_heap_t *heap = hak_tls_heap;
+        if (heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
+        return hak_huge_alloc(total, HAK_MIN_ALIGN, true);   /* fresh mapping: already zero */
+    }
+    void *p = hak_malloc_inline(total);
+    if (hak_likely(p != NULL)) memset(p, 0, total);
+    return p;
+}
+
+/* Aligned blocks.  First try the plain size class (its blocks are often
+ * aligned already); else take a block large enough to contain an aligned
+ * one and mark the page, so free() knows to look for the block's start.
+ * Unsampled: hak_malloc_aligned below is the sampled entry. */
+void *hak_aligned_plain(size_t size, size_t align, bool zero) {
+    if (align <= HAK_MIN_ALIGN) return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
+    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    /* (a thread past its exit handler owns no page to mark: a mapping of its own) */
+    if (size + align <= HAK_LARGE_MAX && !hak_tls_exiting) {
+        void *p = hak_malloc_inline(size);
+        if (!p) return NULL;
+        if (((uintptr_t)p & (align - 1)) == 0) {
+            if (zero) memset(p, 0, size);
+            return p;
+        }
+        hak_free_inline(p);
+        /* room for the aligned pointer and at least one byte behind it: for
+         * size 0 the pointer must still lie inside the block, not at the
+         * next block's start */
+        p = hak_malloc_inline((size ? size : 1) + align - HAK_MIN_ALIGN);
+        if (!p) return NULL;
+        uint8_t *q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+        if (q != p) {
+            /* p's first word lies before q: it names q, the one pointer
+             * free() accepts for this block (hak_free.c) */
+            *(uintptr_t *)p = hak_aligned_mark(q);
+            hak_segment_t *seg = hak_segment_of(p);
+            hak_page_t *page = hak_page_of(seg, p);            /* our own page */
+            hak_page_set_flags(page, page->flags | HAK_PAGE_HAS_ALIGNED);
+        }
+        if (zero) memset(q, 0, size);
+        return q;
+    }
+    if (hak_tls_heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
+    return hak_huge_alloc(size, align, zero);
+}
+

@@ -41,7 +41,7 @@ edit(root + "/src/hak_internal.h", [
 ])
 edit(root + "/src/hak_free.c", [
     (" &&\n           ((const hak_block_t *)p)->key != page->free_key;", ";", False),
-    ('if (b->key == page->free_key) hak_fatal("free()", "double free of", p);', "", False),
+    ('if (hak_block_is_free(seg, page, b, "free()")) hak_fatal("free()", "double free of", p);', "", False),
 ])
 PY
 for v in checked unchecked; do

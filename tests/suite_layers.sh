@@ -58,9 +58,10 @@ else
     fail layers.selftest.fake_upward_call "could not build the scratch object"
 fi
 
-# a known upward call dropped from the table: it is new again
-awk -F'\t' '$1 == "upward" && !done { done = 1; next } { print }' tools/layers.tsv \
-    >"$scratch/no_exception.tsv"
+# a real call made upward by the table: hak_page.c moved below the segments
+# (it calls hak_segment_page_alloc, among others); with a known upward call
+# listed, dropping its row would do the same
+sed $'s/^layer\tpages\thak_page.c/layer\tplatform\thak_page.c/' tools/layers.tsv >"$scratch/no_exception.tsv"
 expect_fail layers.selftest.unlisted_call layers.no_new_upward_calls \
     "${CHECK[@]}" --table "$scratch/no_exception.tsv" build/obj
 

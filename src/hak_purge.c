@@ -276,7 +276,9 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
 /* The owner's check on its slow paths (hak_page.c, hak_heap.c). */
 void hak_segment_purge_due(hak_heap_t *heap, bool force) {
     uint64_t now = hak_os_now_ms();
-    if (!force && (heap->purge_due_ms == 0 || now < heap->purge_due_ms)) return;
+    /* unlocked: the purger writes it under the slot lock (an atomic load) */
+    uint64_t due = __atomic_load_n(&heap->purge_due_ms, __ATOMIC_RELAXED);
+    if (!force && (due == 0 || now < due)) return;
     hak_slots_lock(heap);
     hak_purge_heap_locked(heap, now, force ? HAK_PURGE_ALL : hak_heap_leaving(heap) ? HAK_PURGE_AGE : HAK_PURGE_DECAY);
     hak_slots_unlock(heap);
@@ -671,7 +673,7 @@ static uint64_t hak_purge_round(uint64_t now) {
         /* an abandoned heap's free slots wait for the next thread: age only */
         hak_purge_heap_locked(heap, now, atomic_load_explicit(&heap->state, memory_order_relaxed) == HAK_HEAP_OWNED
                                              ? HAK_PURGE_DECAY : HAK_PURGE_AGE);
-        HAK_NEXT(heap->purge_due_ms);
+        HAK_NEXT(__atomic_load_n(&heap->purge_due_ms, __ATOMIC_RELAXED));
         hak_slots_unlock(heap);
     }
     pthread_mutex_lock(&hak_cache_lock);

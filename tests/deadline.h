@@ -1,0 +1,84 @@
+/* deadline.h -- run one test case in a child process with a deadline, for
+ * tests of faults that hang (issue 28).  Include after check.h.
+ *
+ * dl_run(fn, seconds, how): fork; the child makes itself a process group,
+ * calls fn() and exits 0 when it returns (fn may also end the child itself:
+ * exit, pthread_exit of its main thread, ...).  The parent polls for the
+ * child's end; a child still there after `seconds` is killed with SIGKILL,
+ * with its whole process group (a signal the child blocks or ignores cannot
+ * stop that), and the case fails naming `how` it hung.  A child that died
+ * from a signal or exited non-zero fails the case too.  Nothing here
+ * allocates in the parent.
+ */
+#ifndef HAK_TEST_DEADLINE_H
+#define HAK_TEST_DEADLINE_H
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double dl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* wait up to `seconds` for pid; returns 1 and its status when it ended, 0
+ * when it is still running */
+static int dl_wait(pid_t pid, double seconds, int *status)
+{
+    double end = dl_now() + seconds;
+    for (;;) {
+        pid_t w = waitpid(pid, status, WNOHANG);
+        if (w == pid)
+            return 1;
+        if (w < 0 && errno != EINTR)
+            return 1;          /* not our child any more: nothing to wait for */
+        if (dl_now() >= end)
+            return 0;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* kill pid and its process group with SIGKILL and reap it */
+static void dl_kill(pid_t pid)
+{
+    int st;
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static void dl_run(void (*fn)(void), unsigned seconds, const char *how)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECKF(pid >= 0, "fork failed: errno %d", errno);
+    if (pid < 0)
+        return;
+    if (pid == 0) {
+        setpgid(0, 0);
+        fn();
+        exit(0);
+    }
+    setpgid(pid, pid);   /* also from here: no race with the kill below */
+    int st = 0;
+    if (!dl_wait(pid, seconds, &st)) {
+        dl_kill(pid);
+        CHECKF(0, "hung: %s (still running after %u s, killed)", how, seconds);
+        return;
+    }
+    if (WIFSIGNALED(st))
+        CHECKF(0, "the test process died from signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the test process exited with status %d",
+               WEXITSTATUS(st));
+}
+
+#endif

@@ -4,6 +4,10 @@
 # malloc, dict/list/str churn and a JSON round trip), sort and awk on a few MB
 # of generated text, and the C++ program tests/test_cxx.cc.  Also proves the
 # preload took effect (check_preload, LD_DEBUG=bindings, hakmem_owns via ctypes).
+# Under HAKMEM_BACKGROUND_PURGE=1 (issue 28): a Python child forked from a
+# thread exits once its threads end (tests/programs/fork_thread_join.py,
+# release and debug), and CPython's own ThreadJoinOnShutdown tests give the
+# verdicts they give without hakmem.
 source "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
@@ -68,6 +72,46 @@ bound programs.python_bound_to_hakmem "$PY" -c pass
 # ---- python ----
 run_pair programs.python 120 env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py -- \
     env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py --expect-hakmem
+
+# ---- python: fork from a thread, then exit, under the background purger ----
+for v in release debug; do
+    so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO
+    [[ -e $so ]] || continue
+    name=programs.python_fork_thread_join.purger_$v
+    run_bin $name 30 env PYTHONMALLOC=malloc HAKMEM_BACKGROUND_PURGE=1 LD_PRELOAD="$so" \
+        "$PY" tests/programs/fork_thread_join.py $name
+done
+# CPython's ThreadJoinOnShutdown tests (libpython3.11-testsuite, installed by
+# tools/install-deps.sh): the per-test verdicts must be those of a run
+# without hakmem; regrtest's own --timeout ends a hung test inside the limit
+if "$PY" -c 'import test.test_threading' 2>/dev/null; then
+    name=programs.cpython_join_on_shutdown.purger
+    verdicts() {   # LOG: the verbose per-test verdict lines, sorted
+        grep -E ' \.\.\. (ok|skipped.*|expected failure|FAIL|ERROR)$|Timeout \(' "$1" | sort
+    }
+    (cd "$W" && timeout -k 5 30 env PYTHONMALLOC=malloc "$PY" -m test test_threading -v --timeout 20 \
+        -m ThreadJoinOnShutdown) >"$W/tj.base" 2>&1
+    rb=$?
+    (cd "$W" && timeout -k 5 30 env PYTHONMALLOC=malloc HAKMEM_BACKGROUND_PURGE=1 LD_PRELOAD="$REL_SO" \
+        "$PY" -m test test_threading -v --timeout 20 -m ThreadJoinOnShutdown) >"$W/tj.hak" 2>&1
+    rh=$?
+    hung=$(grep -m1 'Timeout (' "$W/tj.hak" | grep -o '^test_[a-z0-9_]*')
+    if ((rb != 0)); then
+        fail $name "the run without hakmem failed ($rb): $(tail -n 2 "$W/tj.base" | tr '\n' ' ')"
+    elif ((rh == 124 || rh == 137)); then
+        fail $name "timed out after 30s"
+    elif [[ -n $hung ]] || grep -q 'Timeout (' "$W/tj.hak"; then
+        fail $name "$hung hung (stopped by regrtest's 20 s timeout)"
+    elif ((rh != 0)); then
+        fail $name "exited $rh: $(grep -E 'FAIL|ERROR' "$W/tj.hak" | head -n 2 | tr '\n' ' ')"
+    elif [[ "$(verdicts "$W/tj.base")" != "$(verdicts "$W/tj.hak")" ]]; then
+        fail $name "verdicts differ: $(diff <(verdicts "$W/tj.base") <(verdicts "$W/tj.hak") | grep '^[<>]' | head -n 3 | tr '\n' ' ')"
+    else
+        pass $name
+    fi
+else
+    skip programs.cpython_join_on_shutdown.purger "CPython's test package missing (tools/install-deps.sh installs libpython3.11-testsuite)"
+fi
 
 # ---- sort / awk on ~6 MB generated deterministically (Park-Miller LCG) ----
 awk 'BEGIN { x = 12345

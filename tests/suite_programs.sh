@@ -33,7 +33,9 @@ run_pair() {
     local rb=$?
     timeout -k 5 "$limit" env LD_PRELOAD="$so" "${hak[@]}" >"$W/hak.out" 2>"$W/hak.err"
     local rh=$?
-    if ((rb != 0)); then
+    if timed_out $rb || timed_out $rh; then
+        fail "$name" "timed out after ${limit}s ($(timed_out $rb && echo baseline run || echo under hakmem))"
+    elif ((rb != 0)); then
         fail "$name" "baseline run (no hakmem) exited $rb: $(tail -n 2 "$W/base.err" | tr '\n' ' ')"
     elif ((rh != 0)); then
         fail "$name" "under hakmem exited $rh: $(tail -n 3 "$W/hak.err" | tr '\n' ' ')"
@@ -49,7 +51,7 @@ run_pair() {
 bound() {
     local name=$1
     shift
-    if LD_DEBUG=bindings LD_PRELOAD="$REL_SO" "$@" 2>&1 >/dev/null |
+    if LD_DEBUG=bindings LD_PRELOAD="$REL_SO" limit 30 "$@" 2>&1 >/dev/null |
         grep -q "to $REL_SO .*symbol \`malloc'"; then
         pass "$name"
     else
@@ -58,19 +60,19 @@ bound() {
 }
 
 # ---- the preload takes effect ----
-out=$(LD_PRELOAD="$REL_SO" "$T/check_preload" release 2>&1) && pass programs.preload_release ||
+out=$(LD_PRELOAD="$REL_SO" limit 30 "$T/check_preload" release 2>&1) && pass programs.preload_release ||
     fail programs.preload_release "$out"
 if [[ -e $DBG_SO ]]; then
-    out=$(LD_PRELOAD="$DBG_SO" "$T/check_preload" debug 2>&1) && pass programs.preload_debug ||
+    out=$(LD_PRELOAD="$DBG_SO" limit 30 "$T/check_preload" debug 2>&1) && pass programs.preload_debug ||
         fail programs.preload_debug "$out"
 fi
-out=$("$T/check_preload" 2>&1) && fail programs.preload_baseline "hakmem present without preload: $out" ||
+out=$(limit 30 "$T/check_preload" 2>&1) && fail programs.preload_baseline "hakmem present without preload: $out" ||
     pass programs.preload_baseline
 bound programs.sort_bound_to_hakmem sort --version
 bound programs.python_bound_to_hakmem "$PY" -c pass
 
 # ---- python ----
-run_pair programs.python 120 env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py -- \
+run_pair programs.python 60 env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py -- \
     env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py --expect-hakmem
 
 # ---- python: fork from a thread, then exit, under the background purger ----
@@ -122,17 +124,17 @@ awk 'BEGIN { x = 12345
                  x = (x * 16807) % 2147483647
                  print w, x % 1000000, i
              } }' >"$W/input.txt"
-run_pair programs.sort 120 sort "$W/input.txt" -- sort "$W/input.txt"
-run_pair programs.sort_numeric_parallel 120 sort -S 32M --parallel=2 -k2,2n -k1,1 "$W/input.txt" -- \
+run_pair programs.sort 60 sort "$W/input.txt" -- sort "$W/input.txt"
+run_pair programs.sort_numeric_parallel 60 sort -S 32M --parallel=2 -k2,2n -k1,1 "$W/input.txt" -- \
     sort -S 32M --parallel=2 -k2,2n -k1,1 "$W/input.txt"
-run_pair programs.sort_small_buffer 120 sort -S 1M -r "$W/input.txt" -- sort -S 1M -r "$W/input.txt"
+run_pair programs.sort_small_buffer 60 sort -S 1M -r "$W/input.txt" -- sort -S 1M -r "$W/input.txt"
 AWK_PROG='{ n[$1]++; s[$1] = s[$1] substr($1, 1, 2) } END { for (k in n) print k, n[k], length(s[k]) }'
-run_pair programs.awk 120 sh -c "awk '$AWK_PROG' '$W/input.txt' | sort" -- \
+run_pair programs.awk 60 sh -c "awk '$AWK_PROG' '$W/input.txt' | sort" -- \
     sh -c "awk '$AWK_PROG' '$W/input.txt' | sort"
 
 # ---- C++ ----
 run_pair programs.cxx 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
 if [[ -e $DBG_SO ]]; then
-    SO=$DBG_SO run_pair programs.cxx_debug 120 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
+    SO=$DBG_SO run_pair programs.cxx_debug 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
 fi
 exit $SUITE_STATUS

@@ -39,13 +39,13 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS=halt_on_error=0:exitcode=66:second_deadlock_stack=1:history_size=4
 
 if need asan.api "$T/asan/test_api"; then
-    san_run asan.api 300 "$T/asan/test_api" -p asan.api --expect-hakmem
+    san_run asan.api 60 "$T/asan/test_api" -p asan.api --expect-hakmem
 fi
 if need asan.stress "$T/asan/test_stress"; then
-    san_run asan.stress 300 "$T/asan/test_stress" -p asan.stress --expect-hakmem -s 0.4 -t 6
+    san_run asan.stress 60 "$T/asan/test_stress" -p asan.stress --expect-hakmem -s 0.4 -t 6
 fi
 if need tsan.stress "$T/tsan/test_stress"; then
-    san_run tsan.stress 300 "$T/tsan/test_stress" -p tsan.stress --expect-hakmem -s 0.2 -t 8 \
+    san_run tsan.stress 60 "$T/tsan/test_stress" -p tsan.stress --expect-hakmem -s 0.2 -t 8 \
         --fork-no-threads
 fi
 exit $SUITE_STATUS

@@ -104,11 +104,17 @@ if need profile.api_all_sampled "$T/test_api" "$REL_SO"; then
 fi
 
 # misuse of a sampled block is reported as of any other (every allocation
-# sampled: HAKMEM_SAMPLE_BYTES=1)
-for kind in double inside remote_double; do
-    out=$(limit 30 env HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$REL_SO" "$BIN" misuse $kind 2>&1); rc=$?
-    if [[ $rc -ne 0 && $out == *"hakmem: free(): "*"aborting"* ]]; then pass profile.misuse.$kind
-    else fail profile.misuse.$kind "rc $rc, not reported: $out"; fi
+# sampled: HAKMEM_SAMPLE_BYTES=1); also with the background purger (an
+# emptied sampled page is released at once without it, kept with it)
+for bp in 0 1; do
+    for kind in double inside remote_double; do
+        name=profile.misuse.$kind
+        ((bp)) && name+=.purger
+        out=$(limit 30 env HAKMEM_BACKGROUND_PURGE=$bp HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$REL_SO" \
+            "$BIN" misuse $kind 2>&1); rc=$?
+        if [[ $rc -ne 0 && $out == *"hakmem: free(): "*"aborting"* ]]; then pass $name
+        else fail $name "rc $rc, not reported: $out"; fi
+    done
 done
 
 # the leak report: the first (largest) stack starts in leak_site

@@ -7,17 +7,29 @@
  * child's end; a child still there after `seconds` is killed with SIGKILL,
  * with its whole process group (a signal the child blocks or ignores cannot
  * stop that), and the case fails naming `how` it hung.  A child that died
- * from a signal or exited non-zero fails the case too.  Nothing here
- * allocates in the parent.
+ * from a signal or exited non-zero fails the case too, with the reason it
+ * gave with dl_reason() if it gave one.  Nothing here allocates in the
+ * parent.
  */
 #ifndef HAK_TEST_DEADLINE_H
 #define HAK_TEST_DEADLINE_H
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static int dl_reason_fd = -1;   /* the child's end of the reason pipe */
+
+/* in the child (or its threads): the reason for the exit status it is about
+ * to give, shown in the FAIL line */
+__attribute__((unused)) static void dl_reason(const char *msg)
+{
+    if (dl_reason_fd >= 0 && write(dl_reason_fd, msg, strlen(msg)) < 0)
+        return;
+}
 
 static double dl_now(void)
 {
@@ -56,6 +68,9 @@ static void dl_kill(pid_t pid)
 
 static void dl_run(void (*fn)(void), unsigned seconds, const char *how)
 {
+    int fds[2];
+    if (pipe(fds) != 0)
+        fds[0] = fds[1] = -1;
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -64,21 +79,33 @@ static void dl_run(void (*fn)(void), unsigned seconds, const char *how)
         return;
     if (pid == 0) {
         setpgid(0, 0);
+        if (fds[0] >= 0)
+            close(fds[0]);
+        dl_reason_fd = fds[1];
         fn();
         exit(0);
     }
     setpgid(pid, pid);   /* also from here: no race with the kill below */
-    int st = 0;
-    if (!dl_wait(pid, seconds, &st)) {
+    if (fds[1] >= 0)
+        close(fds[1]);
+    int st = 0, ended = dl_wait(pid, seconds, &st);
+    if (!ended)
         dl_kill(pid);
-        CHECKF(0, "hung: %s (still running after %u s, killed)", how, seconds);
-        return;
+    char why[256] = "";
+    if (fds[0] >= 0) {   /* non-blocking: a leftover grandchild may hold the other end */
+        fcntl(fds[0], F_SETFL, O_NONBLOCK);
+        ssize_t n = read(fds[0], why, sizeof why - 1);
+        why[n > 0 ? n : 0] = '\0';
+        close(fds[0]);
     }
-    if (WIFSIGNALED(st))
-        CHECKF(0, "the test process died from signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
-    else
-        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the test process exited with status %d",
-               WEXITSTATUS(st));
+    if (!ended)
+        chk_failf(__FILE__, __LINE__, "hung", "%s (still running after %u s, killed)", how, seconds);
+    else if (WIFSIGNALED(st))
+        chk_failf(__FILE__, __LINE__, "killed", "the test process died from signal %d (%s)%s%s",
+                  WTERMSIG(st), strsignal(WTERMSIG(st)), why[0] ? ": " : "", why);
+    else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        chk_failf(__FILE__, __LINE__, "exit status", "the test process exited with %d%s%s",
+                  WEXITSTATUS(st), why[0] ? ": " : "", why);
 }
 
 #endif

@@ -96,8 +96,10 @@ static void run_huge_trim_fork(void)
     fprintf(stderr, "# huge_trim_fork: %lu rounds, %lu forks in the loop, %d in the handler\n", rounds,
             own_forks, (int)handler_forks);
     if (bad || handler_errors || handler_forks == 0) {
-        fprintf(stderr, "huge_trim_fork: malloc/fork failed (%d), %d handler errors, %d handler forks\n",
-                bad, (int)handler_errors, (int)handler_forks);
+        char why[160];
+        snprintf(why, sizeof why, "malloc/fork failed (%d), %d handler errors, %d handler forks", bad,
+                 (int)handler_errors, (int)handler_forks);
+        dl_reason(why);
         exit(1);
     }
 }

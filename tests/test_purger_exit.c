@@ -52,7 +52,7 @@ static void *worker(void *arg)
     struct timespec ts = { 0, 50 * 1000 * 1000 };
     nanosleep(&ts, NULL);          /* mostly after main has ended */
     if (churn((unsigned)(uintptr_t)arg) != 0) {
-        fprintf(stderr, "main_pthread_exit: malloc failed\n");
+        dl_reason("malloc failed");
         exit(1);
     }
     return NULL;
@@ -63,7 +63,7 @@ static void run_main_pthread_exit(void)
     for (uintptr_t i = 0; i < 8; i++) {
         pthread_t t;
         if (pthread_create(&t, NULL, worker, (void *)i) != 0) {
-            fprintf(stderr, "main_pthread_exit: pthread_create failed\n");
+            dl_reason("pthread_create failed");
             exit(1);
         }
         pthread_detach(t);
@@ -93,12 +93,11 @@ static void *forking_thread(void *arg)
     int st = 0;
     if (!dl_wait(pid, DEADLINE_S - 2, &st)) {
         dl_kill(pid);
-        fprintf(stderr, "fork_from_thread: the child still ran %d s after its only thread returned\n",
-                DEADLINE_S - 2);
+        dl_reason("hung: the forked child still ran 8 s after its only thread returned (killed)");
         return (void *)2;
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "fork_from_thread: the child ended with wait status %#x\n", st);
+        dl_reason("the forked child did not exit with status 0");
         return (void *)3;
     }
     return NULL;

@@ -57,7 +57,7 @@ static void start_and_join(void *(*fn)(void *))
     for (uintptr_t i = 0; i < NTHREADS; i++) {
         int rc = pthread_create(&t[i], NULL, fn, (void *)i);
         if (rc) {
-            fprintf(stderr, "pthread_create %lu: %s\n", (unsigned long)i, strerror(rc));
+            dl_reason("pthread_create failed");
             exit(1);
         }
     }
@@ -68,7 +68,7 @@ static void start_and_join(void *(*fn)(void *))
             bad++;
     }
     if (bad) {
-        fprintf(stderr, "%d threads failed to join or to allocate\n", bad);
+        dl_reason("threads failed to join or to allocate");
         exit(1);
     }
     for (int i = 0; i < NTHREADS; i++)

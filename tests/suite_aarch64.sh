@@ -47,53 +47,53 @@ else
     fail a64.build.is_aarch64 "readelf says: ${machines:-nothing}"
 fi
 
-run_bin a64.api.glibc 120 "${q[@]}" "$AT/test_api" -p a64.api.glibc --expect-glibc
-run_bin a64.api.preload 120 "${q[@]}" -E LD_PRELOAD="$REL" "$AT/test_api" -p a64.api.preload \
+run_bin a64.api.glibc 60 "${q[@]}" "$AT/test_api" -p a64.api.glibc --expect-glibc
+run_bin a64.api.preload 60 "${q[@]}" -E LD_PRELOAD="$REL" "$AT/test_api" -p a64.api.preload \
     --expect-hakmem --variant release
-run_bin a64.api.preload_debug 240 "${q[@]}" -E LD_PRELOAD="$DBG" "$AT/test_api" -p a64.api.preload_debug \
+run_bin a64.api.preload_debug 60 "${q[@]}" -E LD_PRELOAD="$DBG" "$AT/test_api" -p a64.api.preload_debug \
     --expect-hakmem --variant debug
 need a64.api.static "$AT/test_api_static" &&
-    run_bin a64.api.static 120 "${q[@]}" "$AT/test_api_static" -p a64.api.static --expect-hakmem --variant release
+    run_bin a64.api.static 60 "${q[@]}" "$AT/test_api_static" -p a64.api.static --expect-hakmem --variant release
 for ps in 16384 65536; do
     k=$((ps / 1024))k
-    run_bin a64.api.page$k 120 "${q[@]}" -p $ps -E LD_PRELOAD="$REL" "$AT/test_api" -p a64.api.page$k \
+    run_bin a64.api.page$k 60 "${q[@]}" -p $ps -E LD_PRELOAD="$REL" "$AT/test_api" -p a64.api.page$k \
         --expect-hakmem --variant release
 done
-run_bin a64.stress.preload 240 "${q[@]}" -E LD_PRELOAD="$REL" "$AT/test_stress" -p a64.stress.preload \
+run_bin a64.stress.preload 60 "${q[@]}" -E LD_PRELOAD="$REL" "$AT/test_stress" -p a64.stress.preload \
     --expect-hakmem -j 8 -s 0.3
-run_bin a64.stress.preload_debug 300 "${q[@]}" -E LD_PRELOAD="$DBG" "$AT/test_stress" -p a64.stress.preload_debug \
+run_bin a64.stress.preload_debug 60 "${q[@]}" -E LD_PRELOAD="$DBG" "$AT/test_stress" -p a64.stress.preload_debug \
     --expect-hakmem -j 8 -s 0.1
 need a64.stress.static "$AT/test_stress_static" &&
-    run_bin a64.stress.static 240 "${q[@]}" "$AT/test_stress_static" -p a64.stress.static --expect-hakmem -j 8 -s 0.2
-run_bin a64.stress.page64k 240 "${q[@]}" -p 65536 -E LD_PRELOAD="$REL" "$AT/test_stress" -p a64.stress.page64k \
+    run_bin a64.stress.static 60 "${q[@]}" "$AT/test_stress_static" -p a64.stress.static --expect-hakmem -j 8 -s 0.2
+run_bin a64.stress.page64k 60 "${q[@]}" -p 65536 -E LD_PRELOAD="$REL" "$AT/test_stress" -p a64.stress.page64k \
     --expect-hakmem -j 8 -s 0.1
 
 need a64.cxx "$AT/test_cxx" &&
-    run_bin a64.cxx 120 "${q[@]}" -E LD_PRELOAD="$REL" "$AT/test_cxx" --expect-hakmem
+    run_bin a64.cxx 60 "${q[@]}" -E LD_PRELOAD="$REL" "$AT/test_cxx" --expect-hakmem
 
 # the region map: hakmem never hands out memory its map cannot describe
 # (a 2^36 map, tests/aarch64.mk), with 4 KiB and 64 KiB pages
 for v in lowmap lowmap_debug; do
     need a64.os.$v "$AT/os/test_os_$v" || continue
-    run_bin a64.os.$v 300 "${q[@]}" "$AT/os/test_os_$v" -p a64.os.$v --lowmap
+    run_bin a64.os.$v 60 "${q[@]}" "$AT/os/test_os_$v" -p a64.os.$v --lowmap
 done
 need a64.os.lowmap_page64k "$AT/os/test_os_lowmap" &&
-    run_bin a64.os.lowmap_page64k 120 "${q[@]}" -p 65536 "$AT/os/test_os_lowmap" -p a64.os.lowmap_page64k --lowmap
+    run_bin a64.os.lowmap_page64k 60 "${q[@]}" -p 65536 "$AT/os/test_os_lowmap" -p a64.os.lowmap_page64k --lowmap
 
 C=$A/compat
 need a64.compat.glibc_api "$C/glibc_api" &&
-    run_bin a64.compat.glibc_api 120 "${q[@]}" -E LD_PRELOAD="$REL" "$C/glibc_api" a64.compat.glibc_api
+    run_bin a64.compat.glibc_api 60 "${q[@]}" -E LD_PRELOAD="$REL" "$C/glibc_api" a64.compat.glibc_api
 need a64.compat.glibc_api_static "$C/glibc_api_static" &&
-    run_bin a64.compat.glibc_api_static 120 "${q[@]}" "$C/glibc_api_static" a64.compat.glibc_api_static
+    run_bin a64.compat.glibc_api_static 60 "${q[@]}" "$C/glibc_api_static" a64.compat.glibc_api_static
 need a64.compat.static "$C/libc_internal_static" &&
-    run_bin a64.compat.static 120 "${q[@]}" "$C/libc_internal_static" a64.compat.static
+    run_bin a64.compat.static 60 "${q[@]}" "$C/libc_internal_static" a64.compat.static
 
 # misuse: expect NAME SO CASE STATUS REGEX (as suite_misuse.sh)
 BIN=$AT/test_misuse
 [[ -e $BIN ]] || exit $SUITE_STATUS
 expect() {
     local name=$1 so=$2 case=$3 want=$4 re=$5
-    expect_report "$name" "$want" "$re" timeout 60 "$QEMU" -L "$SYSROOT" -E LD_PRELOAD="$so" "$BIN" "$case"
+    EXPECT_LIMIT=60 expect_report "$name" "$want" "$re" "$QEMU" -L "$SYSROOT" -E LD_PRELOAD="$so" "$BIN" "$case"
 }
 ABRT=134 SEGV=139 P='0x[0-9a-f]+'
 for v in release debug; do
@@ -110,7 +110,8 @@ done
 expect a64.crash.report "$REL" corrupt_freelist $SEGV \
     "^hakmem: SIGSEGV inside the allocator \(in release, near malloc\(\)\): fault address $P"
 expect a64.crash.registers "$REL" corrupt_freelist $SEGV "^hakmem: aarch64 registers: pc $P \(library offset $P\), sp $P"
-out=$(timeout 120 "$QEMU" -L "$SYSROOT" -E LD_PRELOAD="$REL" "$BIN" thread_generations 2>&1)
+out=$(limit 60 "$QEMU" -L "$SYSROOT" -E LD_PRELOAD="$REL" "$BIN" thread_generations 2>&1)
+timed_out $? && out="(timed out after 60s) $out"
 created=$(sed -n 's/.*heaps_created=\([0-9]*\).*/\1/p' <<<"$out")
 adopted=$(sed -n 's/.*heaps_adopted=\([0-9]*\).*/\1/p' <<<"$out")
 if [[ -n $created && $created -le 4 && ${adopted:-0} -ge 190 ]]; then

@@ -9,7 +9,9 @@
 # and PEERS (extra allocators by library path: tables, verdicts, proof, refusals).
 # Takes well under a minute.
 cd "$(dirname "$0")/.." || exit 1
-PY=/usr/bin/python3
+# every program runs under a time limit that ends with SIGKILL (timeout -k);
+# $PY carries one, so every python run has it
+PY="timeout -k 5 60 /usr/bin/python3"
 BIN=build/bench
 HAKMEM=build/libhakmem.so
 MIMALLOC=/usr/lib/x86_64-linux-gnu/libmimalloc.so.2
@@ -65,8 +67,12 @@ smoke() {
     name=$1 alloc=$2 pre=$3 cmd=$4 fields=$5
     out="$TMP/$name.$alloc.out"
     # shellcheck disable=SC2086
-    LD_PRELOAD=$pre timeout 30 $BIN/$cmd >"$out" 2>"$out.err"
+    LD_PRELOAD=$pre timeout -k 5 30 $BIN/$cmd >"$out" 2>"$out.err"
     rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        echo "FAIL bench.smoke.$name.$alloc: timed out after 30s"
+        return
+    fi
     if [ $rc -ne 0 ]; then
         echo "FAIL bench.smoke.$name.$alloc: exit status $rc: $(tail -n 1 "$out.err")"
         return
@@ -114,7 +120,7 @@ for w in random_mixed churn_mixed large_heap; do
     fi
 done
 if [ -f "$MIMALLOC" ]; then
-    LD_PRELOAD=$MIMALLOC timeout 30 $BIN/random_mixed 20000 400 1 >"$TMP/mi.out" 2>&1
+    LD_PRELOAD=$MIMALLOC timeout -k 5 30 $BIN/random_mixed 20000 400 1 >"$TMP/mi.out" 2>&1
     if $PY bench/stats.py check mimalloc "$TMP/mi.out" >/dev/null &&
        ! $PY bench/stats.py check glibc "$TMP/mi.out" >/dev/null &&
        ! $PY bench/stats.py check hakmem "$TMP/mi.out" >/dev/null; then
@@ -132,14 +138,14 @@ for pair in "hakmem|$PWD/$HAKMEM|api=hakmem_heap" "mimalloc|$MIMALLOC|api=mi_hea
     IFS='|' read -r a lib want <<<"$pair"
     t=bench.smoke.request_arena_destroy.$a
     if [ ! -f "$lib" ]; then echo "SKIP $t: $lib missing"; continue; fi
-    LD_PRELOAD=$lib timeout 30 $BIN/request_arena 200 300 destroy >"$TMP/ra.$a.out" 2>&1
+    LD_PRELOAD=$lib timeout -k 5 30 $BIN/request_arena 200 300 destroy >"$TMP/ra.$a.out" 2>&1
     if msg=$($PY bench/stats.py check $a "$TMP/ra.$a.out") && grep -q "$want" "$TMP/ra.$a.out"; then
         echo "PASS $t"
     else
         echo "FAIL $t: $msg $(head -c 300 "$TMP/ra.$a.out")"
     fi
 done
-if timeout 30 $BIN/request_arena 200 300 destroy >"$TMP/ra.glibc.out" 2>&1; then
+if timeout -k 5 30 $BIN/request_arena 200 300 destroy >"$TMP/ra.glibc.out" 2>&1; then
     echo "FAIL bench.smoke.request_arena_destroy.glibc_refused: ran without a heap API"
 else
     echo "PASS bench.smoke.request_arena_destroy.glibc_refused"
@@ -148,7 +154,7 @@ fi
 # The runner itself must abort (exit 3, "PROOF FAILED") when the "hakmem"
 # library it preloads does not provide malloc (libm stands in for a broken build).
 LIBM=/lib/x86_64-linux-gnu/libm.so.6
-timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem --hakmem-lib "$LIBM" \
+$PY bench/run.py --smoke --no-syscalls --allocators hakmem --hakmem-lib "$LIBM" \
     --workloads random_mixed --out-dir "$TMP/neg" >"$TMP/neg.out" 2>"$TMP/neg.err"
 rc=$?
 if [ $rc -eq 3 ] && grep -q "PROOF FAILED" "$TMP/neg.err"; then
@@ -159,12 +165,12 @@ fi
 
 # A/B of two hakmem builds: the candidate runs interleaved with hakmem and is
 # proven as hakmem; a candidate that is not hakmem aborts the run (exit 3)
-timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,candidate \
+$PY bench/run.py --smoke --no-syscalls --allocators hakmem,candidate \
     --candidate-lib "$PWD/build/libhakmem.so" --workloads random_mixed --out-dir "$TMP/ab" \
     >"$TMP/ab.out" 2>"$TMP/ab.err"
 rc=$?
 order=$(grep -o '^\[ *[0-9]*/[0-9]*\] rep [0-9] random_mixed *[a-z]*' "$TMP/ab.out" | awk '{print $NF}' | tr '\n' ' ')
-timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,candidate \
+$PY bench/run.py --smoke --no-syscalls --allocators hakmem,candidate \
     --candidate-lib "$LIBM" --workloads random_mixed --out-dir "$TMP/abneg" >/dev/null 2>"$TMP/abneg.err"
 rc2=$?
 if [ $rc -eq 0 ] && [ "$order" = "hakmem candidate " ] && [ $rc2 -eq 3 ] && grep -q "PROOF FAILED" "$TMP/abneg.err"; then
@@ -177,7 +183,7 @@ fi
 # workload whose comparisons have none runs again, the compared allocators
 # only, one batch of --reps at a time up to --until-verdict
 if [ -f "$MIMALLOC" ]; then
-    timeout 120 $PY bench/run.py --smoke --no-syscalls --reps 1 --until-verdict 3 \
+    $PY bench/run.py --smoke --no-syscalls --reps 1 --until-verdict 3 \
         --allocators hakmem,candidate,glibc,mimalloc --candidate-lib "$PWD/build/libhakmem.so" \
         --workloads random_mixed --out-dir "$TMP/verdict" >"$TMP/verdict.out" 2>"$TMP/verdict.err"
     rc=$?
@@ -199,7 +205,7 @@ else
 fi
 
 # A missing library must be named and be fatal (exit 2) before anything runs.
-timeout 60 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,glibc \
+$PY bench/run.py --smoke --no-syscalls --allocators hakmem,glibc \
     --hakmem-lib /nonexistent/libhakmem.so --out-dir "$TMP/miss" >"$TMP/miss.out" 2>"$TMP/miss.err"
 rc=$?
 if [ $rc -eq 2 ] && grep -q "MISSING PEER: hakmem" "$TMP/miss.err" && ! grep -q '^\[' "$TMP/miss.out"; then
@@ -278,7 +284,7 @@ fi
 
 # ---- 4. tiny end-to-end run of the runner (interleaving, strace, CSV, chart) ----
 if [ -f "$MIMALLOC" ] && [ -x /usr/bin/strace ]; then
-    timeout 120 $PY bench/run.py --smoke --reps 2 --allocators glibc,mimalloc \
+    $PY bench/run.py --smoke --reps 2 --allocators glibc,mimalloc \
         --workloads random_mixed,false_sharing_t2,fragmentation,large_heap --out-dir "$TMP/e2e" \
         >"$TMP/e2e.out" 2>"$TMP/e2e.err"
     rc=$?
@@ -320,7 +326,7 @@ fi
 # build both variants, prove hakmem served them, and find the checks cost
 # more than nothing (and less than a tenth: 4 instructions per free)
 if command -v valgrind >/dev/null; then
-    out=$(bench/checkcost.sh 20000 2>&1)
+    out=$(timeout -k 5 60 bench/checkcost.sh 20000 2>&1)
     cost=$(sed -n 's/.*cost +\([0-9.]*\) instr\/op.*/\1/p' <<<"$out")
     if [ -n "$cost" ] && awk -v c="$cost" 'BEGIN { exit !(c > 0.5 && c < 6) }'; then
         echo "PASS bench.checkcost"

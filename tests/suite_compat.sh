@@ -41,14 +41,14 @@ for b in libc_internal_static glibc_api_static; do
 done
 # heap profiles in a fully static program: a warning, sampling off, the
 # program runs to its end (libgcc's unwinder aborted there before)
-out=$(HAKMEM_SAMPLE_BYTES=4096 "$C/libc_internal_static" compat.static_sampled 2>&1); rc=$?
+out=$(HAKMEM_SAMPLE_BYTES=4096 limit 30 "$C/libc_internal_static" compat.static_sampled 2>&1); rc=$?
 if [[ $rc == 0 && $out == *"not available in a fully static program"* ]]; then
     pass compat.static.sampling_refused
 else
     fail compat.static.sampling_refused "exit $rc: $(tail -2 <<<"$out")"
 fi
 # the same program without hakmem must fail its ownership checks (negative control)
-out=$("$C/libc_internal" compat.control 2>&1)
+out=$(limit 30 "$C/libc_internal" compat.control 2>&1)
 if grep -q '^FAIL compat.control.strdup' <<<"$out"; then
     pass compat.static.control_fails_without_hakmem
 else
@@ -62,9 +62,11 @@ run_bin compat.glibc_api_static 60 "$C/glibc_api_static" compat.glibc_api_static
 stats_check() {   # NAME CMD...: malloc_stats() writes hakmem's report to stderr, nothing to stdout
     local name=$1
     shift
-    "$@" >"$W/ms.out" 2>"$W/ms.err"
+    limit 30 "$@" >"$W/ms.out" 2>"$W/ms.err"
     local rc=$?
-    if ((rc != 0)); then
+    if timed_out $rc; then
+        fail "$name" "timed out after 30s"
+    elif ((rc != 0)); then
         fail "$name" "exit status $rc"
     elif [[ -s $W/ms.out ]]; then
         fail "$name" "malloc_stats wrote to stdout: $(head -c 100 "$W/ms.out")"
@@ -96,7 +98,9 @@ compare() {
         >"$W/hak.out" 2>"$W/hak.err"
     local rh=$?
     local perr=$W/hak/prog.err
-    if ((rb != 0)); then
+    if timed_out $rb || timed_out $rh; then
+        fail "$name" "timed out after ${limit}s ($(timed_out $rb && echo glibc-malloc run || echo under hakmem))"
+    elif ((rb != 0)); then
         fail "$name" "baseline run (glibc malloc) exited $rb: $(tail -n 2 "$W/base.err" "$W/base/prog.err" 2>/dev/null | tr '\n' ' ' | cut -c1-300)"
     elif ((rh != 0)); then
         fail "$name" "under hakmem exited $rh: $(grep -hv '^hakmem' "$W/hak.err" "$perr" 2>/dev/null | tail -n 3 | tr '\n' ' ' | cut -c1-300)"
@@ -134,7 +138,7 @@ prog_python() {
     cd "$1" && PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$PY" -c '
 import os, runpy, sys
 os.environ.pop("HAKMEM_STATS", None); os.environ.pop("HAKMEM_VERBOSE", None)
-sys.argv = ["test", "-v", "--timeout", "100"] + sys.argv[1:]
+sys.argv = ["test", "-v", "--timeout", "50"] + sys.argv[1:]
 runpy.run_module("test", run_name="__main__", alter_sys=True)' $PY_TESTS >"$1/py.log" 2>"$1/prog.err"
     local rc=$?
     grep -E ' \.\.\. (ok|skipped.*|expected failure|FAIL|ERROR)$' "$1/py.log" | sort
@@ -144,7 +148,7 @@ runpy.run_module("test", run_name="__main__", alter_sys=True)' $PY_TESTS >"$1/py
 export -f prog_python
 export PY PY_TESTS
 if "$PY" -c 'import test.test_dict' 2>/dev/null; then
-    compare compat.python_regrtest 150 prog_python
+    compare compat.python_regrtest 60 prog_python
 else
     skip compat.python_regrtest "CPython's test package missing (run tools/install-compat-deps.sh)"
 fi
@@ -199,7 +203,7 @@ prog_git() {
     } 2>"$1/prog.err"
 }
 export -f prog_git
-if have git; then compare compat.git 90 prog_git; else skip compat.git "git not installed"; fi
+if have git; then compare compat.git 60 prog_git; else skip compat.git "git not installed"; fi
 
 # gcc: a generated C program (many functions, a big switch), compiled -O2,
 # run; the object file must also be byte-identical
@@ -218,7 +222,7 @@ prog_gcc() {
     gcc -O2 -c gen.c -o gen.o 2>prog.err && gcc gen.o -o gen 2>>prog.err && ./gen && md5sum <gen.o
 }
 export -f prog_gcc
-if have gcc; then compare compat.gcc 90 prog_gcc; else skip compat.gcc "gcc not installed"; fi
+if have gcc; then compare compat.gcc 60 prog_gcc; else skip compat.gcc "gcc not installed"; fi
 
 prog_perl() {
     PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0 perl -e '

@@ -7,8 +7,41 @@
 # kill()/raise()/pthread_kill() is never lost; the handler calls only
 # async-signal-safe functions.  Each case of tests/test_crash.c runs in a
 # subprocess.  Also: docs/options.md lists exactly the options of
-# src/hak_options.c with their defaults.
+# src/hak_options.c with their defaults.  And the harness itself: a program
+# that blocks every signal and sleeps for ever (tests/hang_blocked.c) run by
+# run_bin or expect_report with a 2 s limit gives a FAIL line naming its
+# test within 10 s (tests/lib.sh's SIGKILL limit).
 source "$(dirname "$0")/lib.sh"
+
+# ---- the harness: a hang that ignores SIGTERM is a named FAIL, quickly ----
+# harness_hang NAME HELPER: run lib.sh's HELPER on hang_blocked in a shell of
+# its own (its FAIL line is the expected result, shown here with "# ")
+harness_hang() {
+    local name=$1 helper=$2 out rc t0=$EPOCHREALTIME el
+    out=$(limit 30 bash -c 'source tests/lib.sh
+        case $1 in
+        run_bin) run_bin harness.blocked 2 "$2" ;;
+        expect_report) EXPECT_LIMIT=2 expect_report harness.blocked 0 "never" "$2" ;;
+        esac' _ "$helper" "$T/hang_blocked" 2>&1)
+    rc=$?
+    el=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+    sed 's/^/# /' <<<"$out"
+    # (rc is the helper's own status: 137 from run_bin on the killed program)
+    if awk -v e="$el" 'BEGIN { exit !(e >= 30) }'; then
+        fail "$name" "the $helper run itself was still there after 30 s"
+    elif ! grep -q '^FAIL harness.blocked: timed out after 2s' <<<"$out"; then
+        fail "$name" "no 'FAIL harness.blocked: timed out after 2s' line (exit $rc)"
+    elif awk -v e="$el" 'BEGIN { exit !(e > 10) }'; then
+        fail "$name" "reported after $el s, want at most 10"
+    else
+        pass "$name ($el s)"
+    fi
+}
+if need harness "$T/hang_blocked"; then
+    harness_hang harness.run_bin_kills_blocked_hang run_bin
+    harness_hang harness.expect_report_kills_blocked_hang expect_report
+fi
+
 BIN=$T/test_crash
 STA_SO=$ROOT/build/stats/libhakmem.so
 need crash "$BIN" "$REL_SO" "$DBG_SO" "$STA_SO" || exit 1

@@ -12,6 +12,7 @@
 #   env.deepbind.*      the same plug-in loaded with RTLD_DEEPBIND
 #   env.deepbind_linked.* RTLD_DEEPBIND with the plug-in linked to libhakmem
 #   env.fork.*          fork with busy threads, exec, vfork, posix_spawn, system
+#                       (env.fork.purger.*: again with HAKMEM_BACKGROUND_PURGE=1)
 #   env.ulimit.*        under ulimit -v: NULL + ENOMEM, never a crash; recovery
 #   env.thp_MODE.*      transparent huge pages always / madvise (switched via
 #                       /sys when writable, restored after; SKIP when not)
@@ -37,7 +38,7 @@ MAJOR=${VER%%.*}
 P=$W/prefix
 mkdir -p "$P/lib"
 echo keep >"$P/lib/unrelated.so"            # must survive uninstall
-if make --no-print-directory -s install PREFIX="$P" >"$W/inst.log" 2>&1; then
+if limit 60 make --no-print-directory -s install PREFIX="$P" >"$W/inst.log" 2>&1; then
     expect="bin/hakmem include/hakmem.h lib/libhakmem.a lib/libhakmem.so lib/libhakmem.so.$MAJOR lib/libhakmem.so.$VER lib/pkgconfig/hakmem.pc lib/unrelated.so"
     got=$(cd "$P" && find . \( -type f -o -type l \) | sed 's|^\./||' | sort | tr '\n' ' ')
     [[ $got == "$expect " ]] && pass env.install.files || fail env.install.files "installed: $got; expected: $expect"
@@ -80,14 +81,14 @@ else
         pass env.install.pkg_config || fail env.install.pkg_config "modversion '$mv', flags '$fl'"
     # shellcheck disable=SC2046
     if gcc "$W/pc.c" $(pkg-config --cflags --libs hakmem) -Wl,-rpath,"$P/lib" -o "$W/pc_dyn" 2>"$W/cc.err"; then
-        out=$("$W/pc_dyn" 2>&1)
+        out=$(limit 30 "$W/pc_dyn" 2>&1)
         [[ $out == "$VER 1" ]] && pass env.install.link_dynamic || fail env.install.link_dynamic "program says '$out'"
     else
         fail env.install.link_dynamic "gcc with pkg-config flags failed: $(head -n 2 "$W/cc.err" | tr '\n' ' ')"
     fi
     # shellcheck disable=SC2046
     if gcc -static "$W/pc.c" $(pkg-config --static --cflags --libs hakmem) -o "$W/pc_static" 2>"$W/cc.err"; then
-        out=$("$W/pc_static" 2>&1)
+        out=$(limit 30 "$W/pc_static" 2>&1)
         [[ $out == "$VER 1" ]] && pass env.install.link_static || fail env.install.link_static "program says '$out'"
     else
         fail env.install.link_static "gcc -static with pkg-config --static flags failed: $(head -n 2 "$W/cc.err" | tr '\n' ' ')"
@@ -99,28 +100,28 @@ unset PKG_CONFIG_PATH
 launcher() {
     local tag=$1 L=$2 lib=$3
     local out rc
-    out=$("$L" --version 2>&1)
+    out=$(limit 30 "$L" --version 2>&1)
     [[ $out == "hakmem $VER" ]] && pass "env.$tag.version" || fail "env.$tag.version" "--version said '$out'"
-    out=$("$L" --library 2>&1)
+    out=$(limit 30 "$L" --library 2>&1)
     [[ $out == "$lib" ]] && pass "env.$tag.library" || fail "env.$tag.library" "--library said '$out', expected $lib"
-    out=$("$L" --help 2>&1)
+    out=$(limit 30 "$L" --help 2>&1)
     [[ $? == 0 && $out == *"run [--profile speed|balanced|lean] [--stats]"* ]] && pass "env.$tag.help" ||
         fail "env.$tag.help" "--help: $(head -n 1 <<<"$out")"
-    out=$("$L" run -- "$T/check_preload" release 2>&1) && pass "env.$tag.run" || fail "env.$tag.run" "$out"
-    out=$("$L" run --stats -- /bin/true 2>&1)
+    out=$(limit 30 "$L" run -- "$T/check_preload" release 2>&1) && pass "env.$tag.run" || fail "env.$tag.run" "$out"
+    out=$(limit 30 "$L" run --stats -- /bin/true 2>&1)
     [[ $? == 0 && $out == *"hakmem $VER statistics"* ]] && pass "env.$tag.stats" ||
         fail "env.$tag.stats" "no statistics: $(head -n 1 <<<"$out")"
-    out=$(HAKMEM_VERBOSE=1 "$L" run --profile lean /bin/true 2>&1)
-    out2=$(HAKMEM_VERBOSE=1 "$L" run --profile=speed -- /bin/true 2>&1)
+    out=$(HAKMEM_VERBOSE=1 limit 30 "$L" run --profile lean /bin/true 2>&1)
+    out2=$(HAKMEM_VERBOSE=1 limit 30 "$L" run --profile=speed -- /bin/true 2>&1)
     [[ $out == *"profile lean"* && $out2 == *"profile speed"* ]] && pass "env.$tag.profile" ||
         fail "env.$tag.profile" "banner: $(head -n 1 <<<"$out") / $(head -n 1 <<<"$out2")"
-    out=$(LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6 "$L" run -- sh -c 'printf %s "$LD_PRELOAD"' 2>&1)
+    out=$(LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6 limit 30 "$L" run -- sh -c 'printf %s "$LD_PRELOAD"' 2>&1)
     [[ $out == "$lib:/lib/x86_64-linux-gnu/libm.so.6" ]] && pass "env.$tag.prepend" ||
         fail "env.$tag.prepend" "LD_PRELOAD became '$out'"
     local bad=0 why=
     for args in "--bogus" "run --bogus -- /bin/true" "run --profile fast -- /bin/true" "run --" "frobnicate"; do
         # shellcheck disable=SC2086
-        out=$("$L" $args 2>&1)
+        out=$(limit 30 "$L" $args 2>&1)
         rc=$?
         if ((rc != 2)) || [[ -z $out ]]; then bad=1 why+="'$args' -> exit $rc '$out'; "; fi
     done
@@ -130,7 +131,7 @@ if [[ -x $P/bin/hakmem && -x $T/check_preload ]]; then
     launcher launcher_installed "$P/bin/hakmem" "$P/lib/libhakmem.so.$MAJOR"
     # the installed launcher runs under dash too (POSIX sh)
     if command -v dash >/dev/null; then
-        out=$(dash "$P/bin/hakmem" run -- "$T/check_preload" release 2>&1) && pass env.launcher_installed.dash ||
+        out=$(limit 30 dash "$P/bin/hakmem" run -- "$T/check_preload" release 2>&1) && pass env.launcher_installed.dash ||
             fail env.launcher_installed.dash "$out"
     fi
 else
@@ -139,13 +140,13 @@ fi
 if [[ -x $T/check_preload ]]; then
     launcher launcher_source tools/hakmem "$REL_SO"
     ln -s "$ROOT/tools/hakmem" "$W/hakmem-link"   # found through a symlink too
-    out=$("$W/hakmem-link" run -- "$T/check_preload" release 2>&1) && pass env.launcher_source.symlink ||
+    out=$(limit 30 "$W/hakmem-link" run -- "$T/check_preload" release 2>&1) && pass env.launcher_source.symlink ||
         fail env.launcher_source.symlink "$out"
 else
     skip env.launcher_source "no $T/check_preload (make test-bins)"
 fi
 
-if make --no-print-directory -s uninstall PREFIX="$P" >"$W/uninst.log" 2>&1; then
+if limit 60 make --no-print-directory -s uninstall PREFIX="$P" >"$W/uninst.log" 2>&1; then
     left=$(cd "$P" && find . \( -type f -o -type l \) | sed 's|^\./||' | sort | tr '\n' ' ')
     [[ $left == "lib/unrelated.so " ]] && pass env.install.uninstall || fail env.install.uninstall "left behind: $left"
 else
@@ -154,16 +155,16 @@ fi
 
 # DESTDIR staging: files land under DESTDIR, paths inside do not mention it
 D=$W/stage
-if make --no-print-directory -s install DESTDIR="$D" PREFIX=/opt/hakmem >"$W/inst2.log" 2>&1; then
+if limit 60 make --no-print-directory -s install DESTDIR="$D" PREFIX=/opt/hakmem >"$W/inst2.log" 2>&1; then
     if [[ -f $D/opt/hakmem/lib/libhakmem.so.$VER && -f $D/opt/hakmem/lib/pkgconfig/hakmem.pc ]] &&
         grep -qx 'libdir=/opt/hakmem/lib' "$D/opt/hakmem/lib/pkgconfig/hakmem.pc" &&
-        [[ $("$D/opt/hakmem/bin/hakmem" --library) == "/opt/hakmem/lib/libhakmem.so.$MAJOR" ]] &&
+        [[ $(limit 30 "$D/opt/hakmem/bin/hakmem" --library) == "/opt/hakmem/lib/libhakmem.so.$MAJOR" ]] &&
         ! grep -rq "$D" "$D/opt/hakmem/bin" "$D/opt/hakmem/lib/pkgconfig"; then
         pass env.install.destdir
     else
         fail env.install.destdir "layout under $D or paths in hakmem.pc / the launcher are wrong"
     fi
-    make --no-print-directory -s uninstall DESTDIR="$D" PREFIX=/opt/hakmem >/dev/null 2>&1
+    limit 60 make --no-print-directory -s uninstall DESTDIR="$D" PREFIX=/opt/hakmem >/dev/null 2>&1
     left=$(find "$D" \( -type f -o -type l \) | tr '\n' ' ')
     [[ -z $left ]] && pass env.install.destdir_uninstall || fail env.install.destdir_uninstall "left: $left"
 else
@@ -227,7 +228,7 @@ out=$(cd "$R" && rm -f a.out && cc prog.c 2>&1 && timeout -k 5 30 ./a.out 2>&1)
 
 # ---- the preload itself ----
 if [[ -x $T/check_preload ]]; then
-    out=$(LD_PRELOAD="$REL_SO" "$T/check_preload" release 2>&1) && pass env.preload || fail env.preload "$out"
+    out=$(LD_PRELOAD="$REL_SO" limit 30 "$T/check_preload" release 2>&1) && pass env.preload || fail env.preload "$out"
 fi
 
 # ---- dlopen ----
@@ -238,12 +239,15 @@ run_bin env.dlopen 60 env LD_PRELOAD="$REL_SO" "$C/dl_main" env.dlopen "$C/dl_li
 # the glibc -> hakmem direction (lib_to_main, after_dlclose) must pass, and
 # env.deepbind_linked shows the supported set-up passing every case.
 DEEPBIND_LIMIT="known limitation: the DEEPBIND plug-in's free() is glibc's and cannot take hakmem blocks; link it with -lhakmem (see env.deepbind_linked, docs/install.md)"
-env LD_PRELOAD="$REL_SO" "$C/dl_main" env.deepbind "$C/dl_lib.so" deepbind 2>&1 |
+limit 60 env LD_PRELOAD="$REL_SO" "$C/dl_main" env.deepbind "$C/dl_lib.so" deepbind 2>&1 |
     sed -E "s#^FAIL (env\.deepbind\.(bound|lib_lib|main_to_lib)):.*#SKIP \1: $DEEPBIND_LIMIT#"
+timed_out "${PIPESTATUS[0]}" && fail env.deepbind "timed out after 60s"
 run_bin env.deepbind_linked 60 env LD_PRELOAD="$REL_SO" "$C/dl_main" env.deepbind_linked "$C/dl_lib_linked.so" deepbind
 
 # ---- fork / exec ----
 run_bin env.fork 60 env LD_PRELOAD="$REL_SO" "$C/fork_exec" env.fork
+# the same with the background purger running (issue 28)
+run_bin env.fork.purger 60 env HAKMEM_BACKGROUND_PURGE=1 LD_PRELOAD="$REL_SO" "$C/fork_exec" env.fork.purger
 
 # ---- ulimit -v ----
 LIMIT_MIB=200
@@ -258,8 +262,8 @@ except MemoryError:
     print("MemoryError")
 x = [str(i) * 10 for i in range(200000)]
 print(len(x), sum(map(len, x)))'
-base=$(bash -c 'ulimit -v 307200 && exec "$@"' _ /usr/bin/python3 -c "$py_oom" 2>&1)
-hak=$(bash -c 'ulimit -v 307200 && exec env LD_PRELOAD="$1" HAKMEM_VERBOSE=1 /usr/bin/python3 -c "$2"' _ "$REL_SO" "$py_oom" 2>&1)
+base=$(limit 60 bash -c 'ulimit -v 307200 && exec "$@"' _ /usr/bin/python3 -c "$py_oom" 2>&1)
+hak=$(limit 60 bash -c 'ulimit -v 307200 && exec env LD_PRELOAD="$1" HAKMEM_VERBOSE=1 /usr/bin/python3 -c "$2"' _ "$REL_SO" "$py_oom" 2>&1)
 rc=$?
 if ((rc == 0)) && [[ $hak == *"hakmem $VER (release build)"* && $(grep -v '^hakmem' <<<"$hak") == "$base" && $base == MemoryError* ]]; then
     pass env.ulimit.python_memoryerror

@@ -8,7 +8,8 @@
 #   fuzz.preload_debug   the same with the debug library (HAK_DEBUG checks)
 #   fuzz.asan            hakmem compiled in, ASan+UBSan, HAK_DEBUG=1
 #   fuzz.tsan            hakmem compiled in, TSan (every report collected)
-#   fuzz.libfuzzer       libFuzzer itself for FUZZ_TEST_SECONDS (default 25)
+#   fuzz.libfuzzer       libFuzzer itself for FUZZ_TEST_SECONDS (default 25;
+#                        its limit is FUZZ_TEST_SECONDS + 30)
 #                        with a fixed -seed (SKIP when clang cannot build a
 #                        libFuzzer program: install clang libclang-rt-14-dev)
 # Each run adds <name>.clean: FAIL with the sanitizer's first report if it
@@ -66,19 +67,19 @@ ncorpus=$(find "$CORPUS" -type f | wc -l)
 echo "# corpus: $ncorpus inputs in tests/fuzz/corpus"
 
 if need fuzz.glibc "$F/replay"; then
-    fz_run fuzz.glibc 120 "$F/replay" --random 100 --seed 11 "$CORPUS"
+    fz_run fuzz.glibc 60 "$F/replay" --random 100 --seed 11 "$CORPUS"
 fi
 if need fuzz.preload "$F/replay" "$REL_SO"; then
-    fz_run fuzz.preload 120 env LD_PRELOAD="$REL_SO" "$F/replay" --expect-hakmem --random 200 --seed 12 "$CORPUS"
+    fz_run fuzz.preload 60 env LD_PRELOAD="$REL_SO" "$F/replay" --expect-hakmem --random 200 --seed 12 "$CORPUS"
 fi
 if need fuzz.preload_debug "$F/replay" "$DBG_SO"; then
-    fz_run fuzz.preload_debug 120 env LD_PRELOAD="$DBG_SO" "$F/replay" --expect-hakmem --random 100 --seed 13 "$CORPUS"
+    fz_run fuzz.preload_debug 60 env LD_PRELOAD="$DBG_SO" "$F/replay" --expect-hakmem --random 100 --seed 13 "$CORPUS"
 fi
 if need fuzz.asan "$F/replay_asan"; then
-    fz_run fuzz.asan 180 "$F/replay_asan" --expect-hakmem --random 100 --seed 14 "$CORPUS"
+    fz_run fuzz.asan 60 "$F/replay_asan" --expect-hakmem --random 100 --seed 14 "$CORPUS"
 fi
 if need fuzz.tsan "$F/replay_tsan"; then
-    fz_run fuzz.tsan 180 "$F/replay_tsan" --expect-hakmem --random 30 --seed 15 "$CORPUS"
+    fz_run fuzz.tsan 60 "$F/replay_tsan" --expect-hakmem --random 30 --seed 15 "$CORPUS"
 fi
 
 # libFuzzer: the committed corpus read only, a scratch working corpus
@@ -90,7 +91,7 @@ if ((probe_rc != 0)) || ! command -v "${FUZZ_CC:-clang}" >/dev/null 2>&1; then
 elif need fuzz.libfuzzer "$F/fuzz_hakmem"; then
     work=$(mktemp -d "$F/work.XXXXXX")
     mkdir -p "$F/artifacts"
-    fz_run fuzz.libfuzzer $((SECONDS_LIBFUZZER + 60)) "$F/fuzz_hakmem" -seed=1 \
+    fz_run fuzz.libfuzzer $((SECONDS_LIBFUZZER + 30)) "$F/fuzz_hakmem" -seed=1 \
         -max_total_time="$SECONDS_LIBFUZZER" -rss_limit_mb=3072 -timeout=30 -max_len=4096 \
         -print_final_stats=1 -artifact_prefix="$F/artifacts/" "$work" "$CORPUS"
     rm -rf "$work"

@@ -6,23 +6,29 @@
 #                                    destroy, delete, the process-wide visit, huge
 #                                    blocks: in the heap, its visit and stats, realloc
 #                                    small <-> huge, destroy, delete)
+#   heaps.{release,debug}.purger.*   the same with HAKMEM_BACKGROUND_PURGE=1
 #   heaps.misuse.*                   one misuse per subprocess: hakmem's report and
 #                                    SIGABRT, never a program that runs on
 source "$(dirname "$0")/lib.sh"
 BIN=$T/test_heaps
 
 if need heaps.release "$BIN" "$REL_SO"; then
-    run_bin heaps.release 300 env LD_PRELOAD="$REL_SO" "$BIN" -p heaps.release
+    run_bin heaps.release 60 env LD_PRELOAD="$REL_SO" "$BIN" -p heaps.release
 fi
 if need heaps.debug "$BIN" "$DBG_SO"; then
-    run_bin heaps.debug 600 env LD_PRELOAD="$DBG_SO" "$BIN" -p heaps.debug
+    run_bin heaps.debug 60 env LD_PRELOAD="$DBG_SO" "$BIN" -p heaps.debug
+fi
+# the same with the background purger running (issue 28)
+if need heaps.release.purger "$BIN" "$REL_SO" "$DBG_SO"; then
+    run_bin heaps.release.purger 60 env HAKMEM_BACKGROUND_PURGE=1 LD_PRELOAD="$REL_SO" "$BIN" -p heaps.release.purger
+    run_bin heaps.debug.purger 60 env HAKMEM_BACKGROUND_PURGE=1 LD_PRELOAD="$DBG_SO" "$BIN" -p heaps.debug.purger
 fi
 
 # expect NAME SO CASE REGEX [VAR=VALUE...]: SIGABRT and the report
 expect() {
     local name=$1 so=$2 case=$3 re=$4
     shift 4
-    expect_report "$name" 134 "$re" env "$@" LD_PRELOAD="$so" timeout 20 "$BIN" misuse "$case"
+    expect_report "$name" 134 "$re" env "$@" LD_PRELOAD="$so" "$BIN" misuse "$case"
 }
 P='0x[0-9a-f]+'
 STALE="double free or stale pointer \(its page was already released\) $P|invalid pointer \(not allocated by hakmem\) $P"

@@ -11,39 +11,47 @@
 #                         a first allocation in the last key-destructor round, public heaps
 #                         used from key destructors, destroyed public heaps across fork;
 #                         release and debug, each with and without the background purger
+#   lifecycle.*.purger.*  the thread-exit and fork tests again with
+#                         HAKMEM_BACKGROUND_PURGE=1 (issue 28)
+# Each test of test_lifecycle runs as a program of its own, under a limit
+# of 60 s.
 source "$(dirname "$0")/lib.sh"
 
 LC=$T/lifecycle
 BIN=$T/test_lifecycle
 
-if need lifecycle.tag.setup "$BIN" "$LC/tag/libhakmem.so"; then
-    run_bin lifecycle.tag.release 300 env LD_PRELOAD="$LC/tag/libhakmem.so" "$BIN" \
-        -p lifecycle.tag.release -s 3 tag_overflow
-fi
-if need lifecycle.tagdbg.setup "$BIN" "$LC/tagdbg/libhakmem.so"; then
-    run_bin lifecycle.tag.debug 300 env LD_PRELOAD="$LC/tagdbg/libhakmem.so" "$BIN" \
-        -p lifecycle.tag.debug -s 2 tag_overflow
-fi
-if need lifecycle.release.setup "$BIN" "$REL_SO"; then
-    run_bin lifecycle.release 600 env LD_PRELOAD="$REL_SO" "$BIN" -p lifecycle.release \
-        late_dtor fork_stats fork_adopt fork_chain fork_busy
-fi
-if need lifecycle.debug.setup "$BIN" "$DBG_SO"; then
-    run_bin lifecycle.debug 600 env LD_PRELOAD="$DBG_SO" "$BIN" -p lifecycle.debug \
-        late_dtor fork_adopt fork_chain fork_busy
-fi
-if need lifecycle.nokey.setup "$BIN" "$LC/nokey/libhakmem.so"; then
-    run_bin lifecycle.nokey 300 env LD_PRELOAD="$LC/nokey/libhakmem.so" "$BIN" -p lifecycle.nokey \
-        late_dtor fork_adopt
-fi
+# lc NAME SO [VAR=VALUE...] -- [-s SCALE] TEST...: one run per TEST, named NAME.TEST
+lc() {
+    local name=$1 so=$2 envs=() args=() t
+    shift 2
+    while (($#)) && [[ $1 != -- ]]; do envs+=("$1"); shift; done
+    shift
+    [[ ${1:-} == -s ]] && { args=(-s "$2"); shift 2; }
+    need "$name.setup" "$BIN" "$so" || return
+    for t in "$@"; do
+        run_bin "$name.$t" 60 env "${envs[@]}" LD_PRELOAD="$so" "$BIN" -p "$name" "${args[@]}" "$t"
+    done
+}
+
+lc lifecycle.tag.release "$LC/tag/libhakmem.so" -- -s 3 tag_overflow
+lc lifecycle.tag.debug "$LC/tagdbg/libhakmem.so" -- -s 2 tag_overflow
+lc lifecycle.release "$REL_SO" -- late_dtor fork_stats fork_adopt fork_chain fork_busy
+lc lifecycle.debug "$DBG_SO" -- late_dtor fork_adopt fork_chain fork_busy
+lc lifecycle.nokey "$LC/nokey/libhakmem.so" -- late_dtor fork_adopt
+# the same thread-exit and fork tests with the background purger running
+P=HAKMEM_BACKGROUND_PURGE=1
+lc lifecycle.release.purger "$REL_SO" $P -- late_dtor fork_stats fork_adopt fork_chain fork_busy
+lc lifecycle.debug.purger "$DBG_SO" $P -- late_dtor fork_adopt fork_chain fork_busy
+lc lifecycle.nokey.purger "$LC/nokey/libhakmem.so" $P -- late_dtor fork_adopt
 ENDS=$T/test_heap_ends
 for v in release debug; do
     so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO
     need lifecycle.ends.$v.setup "$ENDS" "$so" || continue
     for purge in 0 1; do
         name=lifecycle.ends.$v; ((purge)) && name+=.purger
-        run_bin $name 60 env HAKMEM_BACKGROUND_PURGE=$purge LD_PRELOAD="$so" "$ENDS" -p $name \
-            first_late dtor_heaps fork_dead_pub
+        for t in first_late dtor_heaps fork_dead_pub; do
+            run_bin $name.$t 60 env HAKMEM_BACKGROUND_PURGE=$purge LD_PRELOAD="$so" "$ENDS" -p $name $t
+        done
     done
 done
 exit $SUITE_STATUS

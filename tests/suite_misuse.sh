@@ -12,7 +12,7 @@ need misuse "$BIN" "$REL_SO" "$DBG_SO" || exit 1
 expect() {
     local name=$1 so=$2 case=$3 want=$4 re=$5
     shift 5
-    expect_report "$name" "$want" "$re" env "$@" LD_PRELOAD="$so" timeout 20 "$BIN" "$case"
+    expect_report "$name" "$want" "$re" env "$@" LD_PRELOAD="$so" "$BIN" "$case"
 }
 ABRT=134 SEGV=139 P='0x[0-9a-f]+'
 for v in release debug; do
@@ -68,10 +68,13 @@ expect crash.program_handler_inside  "$REL_SO" own_handler_inside 42 "^$"
 # idle (3-4 heaps); under load exiting threads pile up for a moment (7 seen
 # at a load of 10 on 2 cores).  A stranded heap per generation or per few
 # generations would pass 16 long before the 2000th.
-out=$(LD_PRELOAD="$REL_SO" timeout 60 "$BIN" thread_generations 2>&1)
+out=$(LD_PRELOAD="$REL_SO" limit 60 "$BIN" thread_generations 2>&1)
+rc=$?
 created=$(sed -n 's/.*heaps_created=\([0-9]*\).*/\1/p' <<<"$out")
 adopted=$(sed -n 's/.*heaps_adopted=\([0-9]*\).*/\1/p' <<<"$out")
-if [[ -n $created && $created -le 16 && ${adopted:-0} -ge 1980 ]]; then
+if timed_out $rc; then
+    fail heaps.thread_generations_reuse "timed out after 60s"
+elif [[ -n $created && $created -le 16 && ${adopted:-0} -ge 1980 ]]; then
     pass heaps.thread_generations_reuse
 else
     fail heaps.thread_generations_reuse "created=${created:-?} adopted=${adopted:-?}: $(head -c 200 <<<"$out")"
@@ -87,9 +90,12 @@ fi
 # with the generations.
 LARSON=$ROOT/build/bench/larson
 if need heaps.larson_exit_frees "$LARSON"; then
-    out=$(HAKMEM_STATS=1 LD_PRELOAD="$REL_SO" timeout 60 "$LARSON" 8 2000 200 1000 2>&1)
+    out=$(HAKMEM_STATS=1 LD_PRELOAD="$REL_SO" limit 60 "$LARSON" 8 2000 200 1000 2>&1)
+    rc=$?
     created=$(sed -n 's/.*heaps created \([0-9]*\),.*/\1/p' <<<"$out")
-    if [[ -n $created && $created -le 34 ]] && grep -q 'hakmem_owned=1' <<<"$out"; then
+    if timed_out $rc; then
+        fail heaps.larson_exit_frees "timed out after 60s"
+    elif [[ -n $created && $created -le 34 ]] && grep -q 'hakmem_owned=1' <<<"$out"; then
         pass heaps.larson_exit_frees
     else
         fail heaps.larson_exit_frees "heaps created ${created:-?} over 16,000 threads (want <= 34)"
@@ -121,7 +127,8 @@ expect stats.release_says_where_counts_are "$REL_SO" ok 0 "counted by the stats 
 # 1000 malloc/free pairs of sizes 1..6994, so the totals must reach 1000
 STA_SO=$ROOT/build/stats/libhakmem.so
 if need stats.full_counts "$STA_SO"; then
-    out=$(HAKMEM_STATS=1 LD_PRELOAD="$STA_SO" "$BIN" ok 2>&1)
+    out=$(HAKMEM_STATS=1 LD_PRELOAD="$STA_SO" limit 30 "$BIN" ok 2>&1)
+    timed_out $? && out="(timed out after 30s) $out"
     sums=$(awk '/^hakmem: +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+$/ {a += $8; f += $9} END {print a+0, f+0}' <<<"$out")
     read -r allocs frees <<<"$sums"
     if grep -q "statistics (stats build)" <<<"$out" && ((allocs >= 1000 && frees >= 1000)); then

@@ -17,19 +17,19 @@ LOW=$T/os/test_os_lowmap
 LOWD=$T/os/test_os_lowmap_debug
 
 if need os.glibc "$BIN"; then
-    run_bin os.glibc 120 "$BIN" -p os.glibc --expect-glibc
+    run_bin os.glibc 60 "$BIN" -p os.glibc --expect-glibc
 fi
 if need os.preload "$BIN" "$REL_SO"; then
-    run_bin os.preload 120 env LD_PRELOAD="$REL_SO" "$BIN" -p os.preload --expect-hakmem
+    run_bin os.preload 60 env LD_PRELOAD="$REL_SO" "$BIN" -p os.preload --expect-hakmem
 fi
 if need os.preload_debug "$BIN" "$DBG_SO"; then
-    run_bin os.preload_debug 300 env LD_PRELOAD="$DBG_SO" "$BIN" -p os.preload_debug --expect-hakmem
+    run_bin os.preload_debug 60 env LD_PRELOAD="$DBG_SO" "$BIN" -p os.preload_debug --expect-hakmem
 fi
 if need os.lowmap "$LOW"; then
-    run_bin os.lowmap 120 "$LOW" -p os.lowmap --lowmap
+    run_bin os.lowmap 60 "$LOW" -p os.lowmap --lowmap
 fi
 if need os.lowmap_debug "$LOWD"; then
-    run_bin os.lowmap_debug 300 "$LOWD" -p os.lowmap_debug --lowmap
+    run_bin os.lowmap_debug 60 "$LOWD" -p os.lowmap_debug --lowmap
 fi
 
 # glibc's canary is AT_RANDOM bytes 0..7 with the low byte cleared; the old
@@ -41,7 +41,7 @@ canary_test() {
     local runs=100 n=0 same=0 line cb ab owned rest x d
     local -A seen=() xors=() diffs=()
     for ((i = 0; i < runs; i++)); do
-        line=$(LD_PRELOAD="$REL_SO" timeout 20 "$BIN" --canary 2>&1)
+        line=$(LD_PRELOAD="$REL_SO" limit 20 "$BIN" --canary 2>&1)
         if [[ $line == SKIP* ]]; then
             skip os.canary "${line#SKIP }"
             return

@@ -46,7 +46,7 @@ below() {
 RUN=(env HAKMEM_SAMPLE_BYTES=65536 LD_PRELOAD="$REL_SO")
 FINE=(env HAKMEM_SAMPLE_BYTES=32768 LD_PRELOAD="$REL_SO")
 
-if run_bin profile.sites.run 120 "${RUN[@]}" "$BIN" sites "$TMP/sites.prof"; then
+if run_bin profile.sites.run 60 "${RUN[@]}" "$BIN" sites "$TMP/sites.prof"; then
     head -1 "$TMP/sites.prof" | grep -q '^heap profile: .*@ heap_v2/65536$' &&
         grep -q '^MAPPED_LIBRARIES:' "$TMP/sites.prof" &&
         pass profile.format || fail profile.format "header or MAPPED_LIBRARIES missing"
@@ -56,12 +56,12 @@ if run_bin profile.sites.run 120 "${RUN[@]}" "$BIN" sites "$TMP/sites.prof"; the
 fi
 
 # C++ operator new is sampled as malloc is
-if run_bin profile.cxx.run 120 "${FINE[@]}" "$BIN" cxx "$TMP/cxx.prof"; then
+if run_bin profile.cxx.run 60 "${FINE[@]}" "$BIN" cxx "$TMP/cxx.prof"; then
     within profile.cxx.new_site "$(cum_mb "$TMP/cxx.prof" new_site)" 48 10
 fi
 
 # realloc is sampled as malloc is; a moved sample leaves its old site
-if run_bin profile.realloc.run 120 "${FINE[@]}" "$BIN" realloc "$TMP/realloc.prof"; then
+if run_bin profile.realloc.run 60 "${FINE[@]}" "$BIN" realloc "$TMP/realloc.prof"; then
     within profile.realloc.site "$(cum_mb "$TMP/realloc.prof" realloc_site)" 64 10
     below profile.realloc.moved "$(cum_mb "$TMP/realloc.prof" grow_site)" 0
     within profile.realloc.grown "$(cum_mb "$TMP/realloc.prof" vec_site)" 64 10
@@ -69,17 +69,17 @@ fi
 
 # the aligned allocations are sampled as malloc is
 for fn in posix_memalign aligned_alloc memalign valloc pvalloc; do
-    if run_bin profile.aligned.$fn.run 120 "${FINE[@]}" "$BIN" aligned $fn "$TMP/$fn.prof"; then
+    if run_bin profile.aligned.$fn.run 60 "${FINE[@]}" "$BIN" aligned $fn "$TMP/$fn.prof"; then
         within profile.aligned.$fn "$(cum_mb "$TMP/$fn.prof" ${fn}_site)" 64 10
     fi
 done
 
-if run_bin profile.threads.run 120 "${FINE[@]}" "$BIN" threads "$TMP/threads.prof"; then
+if run_bin profile.threads.run 60 "${FINE[@]}" "$BIN" threads "$TMP/threads.prof"; then
     within profile.threads.kept "$(cum_mb "$TMP/threads.prof" kept_site)" 64 10
     below profile.threads.remote_freed "$(cum_mb "$TMP/threads.prof" freed_site)" 0
 fi
 
-if run_bin profile.fork.run 120 "${FINE[@]}" "$BIN" fork "$TMP/fork.prof"; then
+if run_bin profile.fork.run 60 "${FINE[@]}" "$BIN" fork "$TMP/fork.prof"; then
     within profile.fork.child "$(cum_mb "$TMP/fork.prof" child_site)" 96 10
     below profile.fork.freed_in_child "$(cum_mb "$TMP/fork.prof" parent_site)" 0
 fi
@@ -122,11 +122,11 @@ fi
 # realloc, aligned blocks, fork; contents checked; the debug build checks
 # each page's consistency
 if need profile.stress_debug "$T/test_stress" "$DBG_SO"; then
-    run_bin profile.stress_debug 300 env LD_PRELOAD="$DBG_SO" HAKMEM_SAMPLE_BYTES=4096 "$T/test_stress" \
+    run_bin profile.stress_debug 60 env LD_PRELOAD="$DBG_SO" HAKMEM_SAMPLE_BYTES=4096 "$T/test_stress" \
         -p profile.stress_debug --expect-hakmem -s 0.3 -t 6
 fi
 if need profile.stress "$T/test_stress" "$REL_SO"; then
-    run_bin profile.stress 300 env LD_PRELOAD="$REL_SO" HAKMEM_SAMPLE_BYTES=524288 "$T/test_stress" \
+    run_bin profile.stress 60 env LD_PRELOAD="$REL_SO" HAKMEM_SAMPLE_BYTES=524288 "$T/test_stress" \
         -p profile.stress --expect-hakmem -s 0.5
 fi
 
@@ -134,43 +134,49 @@ fi
 # the largest, realloc in every direction, usable sizes) with every
 # allocation sampled
 if need profile.api_all_sampled "$T/test_api" "$REL_SO"; then
-    run_bin profile.api_all_sampled 120 env LD_PRELOAD="$REL_SO" HAKMEM_SAMPLE_BYTES=1 "$T/test_api" \
+    run_bin profile.api_all_sampled 60 env LD_PRELOAD="$REL_SO" HAKMEM_SAMPLE_BYTES=1 "$T/test_api" \
         -p profile.api_all_sampled --expect-hakmem --variant release
 fi
 
 # misuse of a sampled block is reported as of any other (every allocation
-# sampled: HAKMEM_SAMPLE_BYTES=1)
-for kind in double inside remote_double; do
-    out=$(env HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$REL_SO" "$BIN" misuse $kind 2>&1); rc=$?
-    if [[ $rc -ne 0 && $out == *"hakmem: free(): "*"aborting"* ]]; then pass profile.misuse.$kind
-    else fail profile.misuse.$kind "rc $rc, not reported: $out"; fi
+# sampled: HAKMEM_SAMPLE_BYTES=1); also with the background purger (an
+# emptied sampled page is released at once without it, kept with it)
+for bp in 0 1; do
+    for kind in double inside remote_double; do
+        name=profile.misuse.$kind
+        ((bp)) && name+=.purger
+        out=$(limit 30 env HAKMEM_BACKGROUND_PURGE=$bp HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$REL_SO" \
+            "$BIN" misuse $kind 2>&1); rc=$?
+        if [[ $rc -ne 0 && $out == *"hakmem: free(): "*"aborting"* ]]; then pass $name
+        else fail $name "rc $rc, not reported: $out"; fi
+    done
 done
 
 # the leak report: the first (largest) stack starts in leak_site
-out=$(HAKMEM_LEAK_REPORT=1 "${RUN[@]}" "$BIN" leak 2>&1)
+out=$(HAKMEM_LEAK_REPORT=1 limit 30 "${RUN[@]}" "$BIN" leak 2>&1)
 first=$(printf '%s\n' "$out" | grep -A1 -m1 'bytes live' | tail -1)
 if [[ $first == *"(leak_site+"* ]]; then pass profile.leak_report
 else fail profile.leak_report "first stack does not start in leak_site: ${first:-no report}"; fi
 # without the leak report option: no report
-out=$("${RUN[@]}" "$BIN" leak 2>&1)
+out=$(limit 30 "${RUN[@]}" "$BIN" leak 2>&1)
 [[ $out != *"leak report"* ]] && pass profile.leak_report_off || fail profile.leak_report_off "report printed"
 
 # bad values are named; HAKMEM_LEAK_REPORT without sampling warns
-out=$(HAKMEM_SAMPLE_BYTES=12x LD_PRELOAD="$REL_SO" /bin/true 2>&1)
+out=$(HAKMEM_SAMPLE_BYTES=12x LD_PRELOAD="$REL_SO" limit 30 /bin/true 2>&1)
 [[ $out == *"HAKMEM_SAMPLE_BYTES='12x'"* ]] && pass profile.bad_value || fail profile.bad_value "no warning: $out"
-out=$(HAKMEM_LEAK_REPORT=1 LD_PRELOAD="$REL_SO" /bin/true 2>&1)
+out=$(HAKMEM_LEAK_REPORT=1 LD_PRELOAD="$REL_SO" limit 30 /bin/true 2>&1)
 [[ $out == *"need HAKMEM_SAMPLE_BYTES"* ]] && pass profile.needs_sampling || fail profile.needs_sampling "no warning: $out"
 
 # libgcc's unwinder is mapped only when profiles are on (hak_unwind_load):
 # a C program (cat: no libgcc_s of its own) under hakmem maps none without
 # sampling, and one with it
-n_off=$(LD_PRELOAD="$REL_SO" cat /proc/self/maps | grep -c 'libgcc_s')
-n_on=$(HAKMEM_SAMPLE_BYTES=65536 LD_PRELOAD="$REL_SO" cat /proc/self/maps | grep -c 'libgcc_s')
+n_off=$(LD_PRELOAD="$REL_SO" limit 30 cat /proc/self/maps | grep -c 'libgcc_s')
+n_on=$(HAKMEM_SAMPLE_BYTES=65536 LD_PRELOAD="$REL_SO" limit 30 cat /proc/self/maps | grep -c 'libgcc_s')
 if [[ $n_off == 0 && $n_on -gt 0 ]]; then pass profile.unwinder_on_demand
 else fail profile.unwinder_on_demand "libgcc_s mappings: $n_off without sampling, $n_on with"; fi
 
 # the launcher, with %p
-if run_bin profile.launcher.run 120 tools/hakmem run --heap-profile "$TMP/run.%p.prof" -- "$BIN" leak; then
+if run_bin profile.launcher.run 60 tools/hakmem run --heap-profile "$TMP/run.%p.prof" -- "$BIN" leak; then
     f=$(ls "$TMP"/run.*.prof 2>/dev/null | head -1)
     if [[ -n $f && $f != *%p* ]] && head -1 "$f" | grep -q '@ heap_v2/524288$'; then
         # about 130 samples at 512 KiB: the accuracy is tested above, here only

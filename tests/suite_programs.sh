@@ -4,6 +4,10 @@
 # malloc, dict/list/str churn and a JSON round trip), sort and awk on a few MB
 # of generated text, and the C++ program tests/test_cxx.cc.  Also proves the
 # preload took effect (check_preload, LD_DEBUG=bindings, hakmem_owns via ctypes).
+# Under HAKMEM_BACKGROUND_PURGE=1 (issue 28): a Python child forked from a
+# thread exits once its threads end (tests/programs/fork_thread_join.py,
+# release and debug), and CPython's own ThreadJoinOnShutdown tests give the
+# verdicts they give without hakmem.
 source "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
@@ -29,7 +33,9 @@ run_pair() {
     local rb=$?
     timeout -k 5 "$limit" env LD_PRELOAD="$so" "${hak[@]}" >"$W/hak.out" 2>"$W/hak.err"
     local rh=$?
-    if ((rb != 0)); then
+    if timed_out $rb || timed_out $rh; then
+        fail "$name" "timed out after ${limit}s ($(timed_out $rb && echo baseline run || echo under hakmem))"
+    elif ((rb != 0)); then
         fail "$name" "baseline run (no hakmem) exited $rb: $(tail -n 2 "$W/base.err" | tr '\n' ' ')"
     elif ((rh != 0)); then
         fail "$name" "under hakmem exited $rh: $(tail -n 3 "$W/hak.err" | tr '\n' ' ')"
@@ -45,7 +51,7 @@ run_pair() {
 bound() {
     local name=$1
     shift
-    if LD_DEBUG=bindings LD_PRELOAD="$REL_SO" "$@" 2>&1 >/dev/null |
+    if LD_DEBUG=bindings LD_PRELOAD="$REL_SO" limit 30 "$@" 2>&1 >/dev/null |
         grep -q "to $REL_SO .*symbol \`malloc'"; then
         pass "$name"
     else
@@ -54,20 +60,60 @@ bound() {
 }
 
 # ---- the preload takes effect ----
-out=$(LD_PRELOAD="$REL_SO" "$T/check_preload" release 2>&1) && pass programs.preload_release ||
+out=$(LD_PRELOAD="$REL_SO" limit 30 "$T/check_preload" release 2>&1) && pass programs.preload_release ||
     fail programs.preload_release "$out"
 if [[ -e $DBG_SO ]]; then
-    out=$(LD_PRELOAD="$DBG_SO" "$T/check_preload" debug 2>&1) && pass programs.preload_debug ||
+    out=$(LD_PRELOAD="$DBG_SO" limit 30 "$T/check_preload" debug 2>&1) && pass programs.preload_debug ||
         fail programs.preload_debug "$out"
 fi
-out=$("$T/check_preload" 2>&1) && fail programs.preload_baseline "hakmem present without preload: $out" ||
+out=$(limit 30 "$T/check_preload" 2>&1) && fail programs.preload_baseline "hakmem present without preload: $out" ||
     pass programs.preload_baseline
 bound programs.sort_bound_to_hakmem sort --version
 bound programs.python_bound_to_hakmem "$PY" -c pass
 
 # ---- python ----
-run_pair programs.python 120 env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py -- \
+run_pair programs.python 60 env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py -- \
     env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py --expect-hakmem
+
+# ---- python: fork from a thread, then exit, under the background purger ----
+for v in release debug; do
+    so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO
+    [[ -e $so ]] || continue
+    name=programs.python_fork_thread_join.purger_$v
+    run_bin $name 30 env PYTHONMALLOC=malloc HAKMEM_BACKGROUND_PURGE=1 LD_PRELOAD="$so" \
+        "$PY" tests/programs/fork_thread_join.py $name
+done
+# CPython's ThreadJoinOnShutdown tests (libpython3.11-testsuite, installed by
+# tools/install-deps.sh): the per-test verdicts must be those of a run
+# without hakmem; regrtest's own --timeout ends a hung test inside the limit
+if "$PY" -c 'import test.test_threading' 2>/dev/null; then
+    name=programs.cpython_join_on_shutdown.purger
+    verdicts() {   # LOG: the verbose per-test verdict lines, sorted
+        grep -E ' \.\.\. (ok|skipped.*|expected failure|FAIL|ERROR)$|Timeout \(' "$1" | sort
+    }
+    (cd "$W" && timeout -k 5 30 env PYTHONMALLOC=malloc "$PY" -m test test_threading -v --timeout 20 \
+        -m ThreadJoinOnShutdown) >"$W/tj.base" 2>&1
+    rb=$?
+    (cd "$W" && timeout -k 5 30 env PYTHONMALLOC=malloc HAKMEM_BACKGROUND_PURGE=1 LD_PRELOAD="$REL_SO" \
+        "$PY" -m test test_threading -v --timeout 20 -m ThreadJoinOnShutdown) >"$W/tj.hak" 2>&1
+    rh=$?
+    hung=$(grep -m1 'Timeout (' "$W/tj.hak" | grep -o '^test_[a-z0-9_]*')
+    if ((rb != 0)); then
+        fail $name "the run without hakmem failed ($rb): $(tail -n 2 "$W/tj.base" | tr '\n' ' ')"
+    elif ((rh == 124 || rh == 137)); then
+        fail $name "timed out after 30s"
+    elif [[ -n $hung ]] || grep -q 'Timeout (' "$W/tj.hak"; then
+        fail $name "$hung hung (stopped by regrtest's 20 s timeout)"
+    elif ((rh != 0)); then
+        fail $name "exited $rh: $(grep -E 'FAIL|ERROR' "$W/tj.hak" | head -n 2 | tr '\n' ' ')"
+    elif [[ "$(verdicts "$W/tj.base")" != "$(verdicts "$W/tj.hak")" ]]; then
+        fail $name "verdicts differ: $(diff <(verdicts "$W/tj.base") <(verdicts "$W/tj.hak") | grep '^[<>]' | head -n 3 | tr '\n' ' ')"
+    else
+        pass $name
+    fi
+else
+    skip programs.cpython_join_on_shutdown.purger "CPython's test package missing (tools/install-deps.sh installs libpython3.11-testsuite)"
+fi
 
 # ---- sort / awk on ~6 MB generated deterministically (Park-Miller LCG) ----
 awk 'BEGIN { x = 12345
@@ -78,17 +124,17 @@ awk 'BEGIN { x = 12345
                  x = (x * 16807) % 2147483647
                  print w, x % 1000000, i
              } }' >"$W/input.txt"
-run_pair programs.sort 120 sort "$W/input.txt" -- sort "$W/input.txt"
-run_pair programs.sort_numeric_parallel 120 sort -S 32M --parallel=2 -k2,2n -k1,1 "$W/input.txt" -- \
+run_pair programs.sort 60 sort "$W/input.txt" -- sort "$W/input.txt"
+run_pair programs.sort_numeric_parallel 60 sort -S 32M --parallel=2 -k2,2n -k1,1 "$W/input.txt" -- \
     sort -S 32M --parallel=2 -k2,2n -k1,1 "$W/input.txt"
-run_pair programs.sort_small_buffer 120 sort -S 1M -r "$W/input.txt" -- sort -S 1M -r "$W/input.txt"
+run_pair programs.sort_small_buffer 60 sort -S 1M -r "$W/input.txt" -- sort -S 1M -r "$W/input.txt"
 AWK_PROG='{ n[$1]++; s[$1] = s[$1] substr($1, 1, 2) } END { for (k in n) print k, n[k], length(s[k]) }'
-run_pair programs.awk 120 sh -c "awk '$AWK_PROG' '$W/input.txt' | sort" -- \
+run_pair programs.awk 60 sh -c "awk '$AWK_PROG' '$W/input.txt' | sort" -- \
     sh -c "awk '$AWK_PROG' '$W/input.txt' | sort"
 
 # ---- C++ ----
 run_pair programs.cxx 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
 if [[ -e $DBG_SO ]]; then
-    SO=$DBG_SO run_pair programs.cxx_debug 120 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
+    SO=$DBG_SO run_pair programs.cxx_debug 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
 fi
 exit $SUITE_STATUS

@@ -3,7 +3,10 @@
 # driven through hakmem_* names (tests/hak_prefix.h):
 #   asan.api, asan.stress   ASan + UBSan (halt_on_error=1)
 #   tsan.stress             TSan (every report collected, fork children stay
-#                           single-threaded: TSan cannot start threads there)
+#                           single-threaded: TSan cannot start threads there;
+#                           so HAKMEM_BACKGROUND_PURGE=0, the purger is a thread)
+#   tsan.stress.purger      the same with HAKMEM_BACKGROUND_PURGE=1 and TSan's
+#                           die_after_fork=0 (the children start the purger)
 # Besides the tests' own PASS/FAIL lines, each run adds <name>.clean: FAIL
 # with the sanitizer's first SUMMARY line if it reported anything (a crash or
 # timeout without a report is reported by run_bin).
@@ -39,13 +42,17 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export TSAN_OPTIONS=halt_on_error=0:exitcode=66:second_deadlock_stack=1:history_size=4
 
 if need asan.api "$T/asan/test_api"; then
-    san_run asan.api 300 "$T/asan/test_api" -p asan.api --expect-hakmem
+    san_run asan.api 60 "$T/asan/test_api" -p asan.api --expect-hakmem
 fi
 if need asan.stress "$T/asan/test_stress"; then
-    san_run asan.stress 300 "$T/asan/test_stress" -p asan.stress --expect-hakmem -s 0.4 -t 6
+    san_run asan.stress 60 "$T/asan/test_stress" -p asan.stress --expect-hakmem -s 0.4 -t 6
 fi
 if need tsan.stress "$T/tsan/test_stress"; then
-    san_run tsan.stress 300 "$T/tsan/test_stress" -p tsan.stress --expect-hakmem -s 0.2 -t 8 \
-        --fork-no-threads
+    # the purger off: its thread would be a thread started in a fork child
+    san_run tsan.stress 60 env HAKMEM_BACKGROUND_PURGE=0 "$T/tsan/test_stress" -p tsan.stress \
+        --expect-hakmem -s 0.2 -t 8 --fork-no-threads
+    # the purger on; TSan lets a fork child start it (die_after_fork=0)
+    TSAN_OPTIONS=$TSAN_OPTIONS:die_after_fork=0 san_run tsan.stress.purger 60 env HAKMEM_BACKGROUND_PURGE=1 \
+        "$T/tsan/test_stress" -p tsan.stress.purger --expect-hakmem -s 0.2 -t 8 --fork-no-threads
 fi
 exit $SUITE_STATUS

@@ -32,9 +32,9 @@ if ! command -v valgrind >/dev/null 2>&1; then
     exit 0
 fi
 if need valgrind.api "$T/vg/test_api"; then
-    vg_run valgrind.api 300 "$T/vg/test_api" -p valgrind.api --expect-hakmem --quick
+    vg_run valgrind.api 60 "$T/vg/test_api" -p valgrind.api --expect-hakmem --quick
 fi
 if need valgrind.stress "$T/vg/test_stress"; then
-    vg_run valgrind.stress 300 "$T/vg/test_stress" -p valgrind.stress --expect-hakmem -s 0.05 -t 4 -j 3
+    vg_run valgrind.stress 60 "$T/vg/test_stress" -p valgrind.stress --expect-hakmem -s 0.05 -t 4 -j 3
 fi
 exit $SUITE_STATUS

@@ -12,6 +12,8 @@
 #   test_api_static, test_stress_static
 #                                   linked with build/libhakmem.a (whole archive)
 #   test_cxx, check_preload         helpers for suite_programs.sh
+#   hang_blocked                    blocks every signal and sleeps: suite_crash.sh's
+#                                   test of the harness's time limit
 #   asan/test_api, asan/test_stress hakmem built -DHAK_NO_OVERRIDE with ASan+UBSan
 #                                   (and HAK_DEBUG=1 consistency checks),
 #   tsan/test_stress                resp. TSan; tests use hakmem_* via hak_prefix.h
@@ -45,6 +47,7 @@ TEST_VG_OBJS := $(patsubst src/%.c,$(TEST_OUT)/vg/obj/%.o,$(SRCS))
 TEST_BINS := $(patsubst tests/%.c,$(TEST_OUT)/%,$(wildcard tests/test_*.c)) \
              $(TEST_OUT)/test_api_static $(TEST_OUT)/test_stress_static \
              $(TEST_OUT)/test_cxx $(TEST_OUT)/check_preload $(TEST_OUT)/unit_blocktest \
+             $(TEST_OUT)/hang_blocked \
              $(TEST_OUT)/asan/test_api $(TEST_OUT)/asan/test_stress \
              $(TEST_OUT)/tsan/test_stress $(TEST_OUT)/vg/test_api $(TEST_OUT)/vg/test_stress
 

@@ -50,7 +50,7 @@ for v in release debug; do
     for purge in 0 1; do
         name=lifecycle.ends.$v; ((purge)) && name+=.purger
         for t in first_late dtor_heaps fork_dead_pub; do
-            run_bin $name.$t 60 env HAKMEM_BACKGROUND_PURGE=$purge LD_PRELOAD="$so" "$ENDS" -p $name $t
+            run_bin $name.$t 60 env HAKMEM_BACKGROUND_PURGE=$purge LD_PRELOAD="$so" "$ENDS" -p $name -t $t
         done
     done
 done

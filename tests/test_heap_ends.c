@@ -1,7 +1,7 @@
 /* test_heap_ends.c -- heaps at the ends of threads and across fork (issue
  * 28's faults 6, 7 and 9), run under LD_PRELOAD by tests/suite_lifecycle.sh.
  *
- * usage: test_heap_ends [-p PREFIX] [-s SCALE] TEST...
+ * usage: test_heap_ends [-p PREFIX] [-t TEST] [-s SCALE]   (every test without -t)
  *   first_late      threads whose first allocation comes in the last round of
  *                   pthread key destructors (PTHREAD_DESTRUCTOR_ITERATIONS):
  *                   heaps created and memory mapped stay flat (each such
@@ -268,26 +268,16 @@ static void test_fork_dead_pub(void)
 
 int main(int argc, char **argv)
 {
-    const char *tests[8];
-    int ntests = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-p") && i + 1 < argc)
-            chk_prefix = argv[++i];
-        else if (!strcmp(argv[i], "-s") && i + 1 < argc)
-            scale = atof(argv[++i]);
-        else if (argv[i][0] != '-' && ntests < 8)
-            tests[ntests++] = argv[i];
-        else {
-            fprintf(stderr, "usage: %s [-p prefix] [-s scale] test...\n", argv[0]);
+        if (!strcmp(argv[i], "-s") && i + 1 < argc) scale = atof(argv[++i]);
+        else if (!chk_common_option(argc, argv, &i)) {
+            fprintf(stderr, "usage: %s [-p PREFIX] [-t TEST] [-s SCALE]\n", argv[0]);
             return 2;
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    for (int i = 0; i < ntests; i++) {
-        if (!strcmp(tests[i], "first_late")) RUN_TEST(first_late);
-        else if (!strcmp(tests[i], "dtor_heaps")) RUN_TEST(dtor_heaps);
-        else if (!strcmp(tests[i], "fork_dead_pub")) RUN_TEST(fork_dead_pub);
-        else { fprintf(stderr, "unknown test %s\n", tests[i]); return 2; }
-    }
+    RUN_TEST(first_late);
+    RUN_TEST(dtor_heaps);
+    RUN_TEST(fork_dead_pub);
     return check_exit_code();
 }

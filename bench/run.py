@@ -132,10 +132,12 @@ WORKLOADS += [_w("larson_orig_t2", "larson",
                  ["2", "1", "500000", "5000", "4141", "8", "1000", "cpp", "300"],
                  ["2", "1", "500000", "5000", "4141", "8", "1000", "cpp", "1000"])]
 # issue 25: CPython (Debian's python3) under allocation stress; PYTHONMALLOC=
-# malloc hands every object to the allocator under test (bench/interp_py.py)
+# malloc hands every object to the allocator under test (bench/interp_py.py);
+# PYTHONHASHSEED=0: the same dict layouts, so the same requests, every run
 INTERP_PY = os.path.join(ROOT, "bench", "interp_py.py")
 WORKLOADS += [_w("interp_py", "/usr/bin/python3", [INTERP_PY, "2000", "200"],
-                 [INTERP_PY, "40000"], [INTERP_PY, "150000"], env={"PYTHONMALLOC": "malloc"})]
+                 [INTERP_PY, "50000"], [INTERP_PY, "200000"],
+                 env={"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"})]
 
 
 class Run:

@@ -68,12 +68,14 @@ BASELINE = "mimalloc"
 CANDIDATE = "candidate"
 
 
-def _w(name, binary, smoke, quick, full, strace_args=None, only=None):
+def _w(name, binary, smoke, quick, full, strace_args=None, only=None, env=None):
     """only: the allocators the workload runs under (default every one; the
-    candidate runs wherever hakmem does)"""
+    candidate runs wherever hakmem does); env: environment variables every run
+    of the workload gets (timed and strace runs, every allocator); binary: a
+    name in --bin-dir, or an absolute path (an interpreter)"""
     return {"name": name, "bin": binary,
             "args": {"smoke": smoke, "quick": quick, "full": full},
-            "strace_args": strace_args, "only": only}
+            "strace_args": strace_args, "only": only, "env": env or {}}
 
 
 def _runs_under(w, alloc):
@@ -121,6 +123,21 @@ WORKLOADS += [
     _w("request_arena_destroy", "request_arena", ["200", "300", "destroy"],
        ["20000", "300", "destroy"], ["60000", "300", "destroy"], only=("hakmem", "mimalloc")),
 ]
+# issue 25: larson.cpp as the Hoard and mimalloc-bench suites run it ("larson 5
+# 8 1000 5000 100 4141 2": sizes 8..999, 5,000 blocks per thread, thread
+# generations of 100 * 5,000 replacements, 2 threads), time-bound as it is
+# but for 1 s instead of 5 (MILLIS; ROUNDS is ignored); see bench/larson.c
+WORKLOADS += [_w("larson_orig_t2", "larson",
+                 ["2", "1", "5000", "500", "4141", "8", "1000", "cpp", "50"],
+                 ["2", "1", "500000", "5000", "4141", "8", "1000", "cpp", "300"],
+                 ["2", "1", "500000", "5000", "4141", "8", "1000", "cpp", "1000"])]
+# issue 25: CPython (Debian's python3) under allocation stress; PYTHONMALLOC=
+# malloc hands every object to the allocator under test (bench/interp_py.py);
+# PYTHONHASHSEED=0: the same dict layouts, so the same requests, every run
+INTERP_PY = os.path.join(ROOT, "bench", "interp_py.py")
+WORKLOADS += [_w("interp_py", "/usr/bin/python3", [INTERP_PY, "2000", "200"],
+                 [INTERP_PY, "50000"], [INTERP_PY, "200000"],
+                 env={"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"})]
 
 
 class Run:
@@ -690,7 +707,8 @@ def main():
     def timed(w, a, lib, rep, label):
         """One timed, proven run of workload w under allocator a."""
         argv = [os.path.join(args.bin_dir, w["bin"])] + w["args"][profile]
-        rc, out, err, usage = run_child(argv, lib, args.timeout, cand_env if a == CANDIDATE else None)
+        env = dict(w["env"], **(cand_env if a == CANDIDATE else {}))
+        rc, out, err, usage = run_child(argv, lib, args.timeout, env)
         run = Run(w["name"], a, rep, usage=usage)
         if rc != 0:
             run.error = describe_failure(rc, err)
@@ -757,6 +775,8 @@ def main():
                         "-e", "trace=" + ",".join(stats.TRACED_SYSCALLS)]
                 if lib:
                     argv += ["-E", "LD_PRELOAD=" + lib]
+                for k, v in w["env"].items():
+                    argv += ["-E", "%s=%s" % (k, v)]
                 if a == CANDIDATE:
                     for k, v in cand_env.items():
                         argv += ["-E", "%s=%s" % (k, v)]

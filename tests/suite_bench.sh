@@ -4,7 +4,8 @@
 # test case.  Covers: unit tests of bench/stats.py, a tiny smoke run of every
 # workload binary under glibc and (when build/libhakmem.so exists) hakmem with
 # the allocator proof checked (for hakmem including blocks sampled from the
-# workload itself), negative proof checks, and a tiny end-to-end run of
+# workload itself; interp_py runs Debian's python3 with PYTHONMALLOC=malloc),
+# negative proof checks, and a tiny end-to-end run of
 # bench/run.py (interleaving, strace counts, minor faults per op, CSV, chart),
 # and PEERS (extra allocators by library path: tables, verdicts, proof, refusals).
 # Takes well under a minute.
@@ -48,6 +49,8 @@ random_256|random_mixed 20000 400 1 256|ws
 random_large|random_mixed 4000 100 1 large|ws
 larson_t2|larson 2 3 500 100|rounds threads_created
 larson_t8|larson 8 2 200 50|rounds threads_created
+larson_orig_t2|larson 2 1 5000 500 4141 8 1000 cpp 50|rounds threads_created millis
+larson_orig_t2_rounds|larson 2 2 500 100 4141 8 1000 cpp|rounds threads_created
 prodcons_t2|prodcons 2 5000|pairs
 prodcons_t8|prodcons 8 5000|pairs
 thread_churn_t2|thread_churn 2 40 20|allocs_per_thread
@@ -60,14 +63,22 @@ realloc_growth|realloc_growth 5000|completed
 large_blocks|large_blocks 10 4 1 65536 4194304|ws mib_allocated
 large_heap|large_heap 10 16 1 65536 4194304|blocks reallocs live_mib_min live_mib_max
 fragmentation|fragmentation 4 1 10|rss_after_free_kb rss_after_sleep_kb baseline_rss_kb
-request_arena|request_arena 200 300 free|blocks"
+request_arena|request_arena 200 300 free|blocks
+interp_py|/usr/bin/python3 bench/interp_py.py 2000 200|kept live"
 
 # smoke NAME ALLOC PRELOAD "CMD" "FIELDS": run once, check exit, RESULT, proof, fields
 smoke() {
     name=$1 alloc=$2 pre=$3 cmd=$4 fields=$5
     out="$TMP/$name.$alloc.out"
-    # shellcheck disable=SC2086
-    LD_PRELOAD=$pre timeout -k 5 30 $BIN/$cmd >"$out" 2>"$out.err"
+    # a command with an absolute path is an interpreter (interp_py): run as
+    # it is, with PYTHONMALLOC=malloc as bench/run.py gives it
+    if [ "${cmd#/}" != "$cmd" ]; then
+        # shellcheck disable=SC2086
+        PYTHONMALLOC=malloc LD_PRELOAD=$pre timeout -k 5 30 $cmd >"$out" 2>"$out.err"
+    else
+        # shellcheck disable=SC2086
+        LD_PRELOAD=$pre timeout -k 5 30 $BIN/$cmd >"$out" 2>"$out.err"
+    fi
     rc=$?
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         echo "FAIL bench.smoke.$name.$alloc: timed out after 30s"
@@ -105,8 +116,31 @@ echo "$SMOKE" | while IFS='|' read -r name cmd fields; do
     fi
 done
 
+# every workload of bench/run.py has a smoke case above (request_arena_destroy
+# has its own below)
+missing=$($PY -c 'import sys; sys.path.insert(0, "bench"); import run
+known = set(sys.argv[1].split()) | {"request_arena_destroy"}
+print(" ".join(w["name"] for w in run.WORKLOADS if w["name"] not in known))' \
+    "$(echo "$SMOKE" | cut -d'|' -f1 | tr '\n' ' ')" 2>&1)
+if [ -z "$missing" ]; then
+    echo "PASS bench.smoke.covers_every_workload"
+else
+    echo "FAIL bench.smoke.covers_every_workload: no smoke case for: $missing"
+fi
+
+# interp_py refuses to run without PYTHONMALLOC=malloc (pymalloc would serve
+# the small objects, not the allocator under test)
+if env -u PYTHONMALLOC LD_PRELOAD="$PWD/$HAKMEM" timeout -k 5 30 /usr/bin/python3 \
+       bench/interp_py.py 200 20 >"$TMP/interp_nomalloc.out" 2>&1; then
+    echo "FAIL bench.smoke.interp_py.needs_pythonmalloc: ran under pymalloc"
+elif grep -q "PYTHONMALLOC=malloc" "$TMP/interp_nomalloc.out"; then
+    echo "PASS bench.smoke.interp_py.needs_pythonmalloc"
+else
+    echo "FAIL bench.smoke.interp_py.needs_pythonmalloc: $(head -c 300 "$TMP/interp_nomalloc.out")"
+fi
+
 # ---- 3. proof checks, including the negative ones ----
-for w in random_mixed churn_mixed large_heap; do
+for w in random_mixed churn_mixed large_heap interp_py; do
     G="$TMP/$w.glibc.out" t=bench.proof.rejects_glibc_as_hakmem
     [ $w = random_mixed ] || t=$t.$w
     if [ -s "$G" ]; then
@@ -127,6 +161,16 @@ if [ -f "$MIMALLOC" ]; then
         echo "PASS bench.proof.mimalloc_preload_detected"
     else
         echo "FAIL bench.proof.mimalloc_preload_detected: $(head -c 300 "$TMP/mi.out")"
+    fi
+    # the interpreter's proof: Debian's python3 is not position-independent,
+    # so the lookup of malloc must not stop at the executable's PLT stub
+    PYTHONMALLOC=malloc LD_PRELOAD=$MIMALLOC timeout -k 5 30 /usr/bin/python3 \
+        bench/interp_py.py 200 20 >"$TMP/mi_py.out" 2>&1
+    if $PY bench/stats.py check mimalloc "$TMP/mi_py.out" >/dev/null &&
+       ! $PY bench/stats.py check glibc "$TMP/mi_py.out" >/dev/null; then
+        echo "PASS bench.proof.mimalloc_preload_detected.interp_py"
+    else
+        echo "FAIL bench.proof.mimalloc_preload_detected.interp_py: $(head -c 300 "$TMP/mi_py.out")"
     fi
 else
     echo "SKIP bench.proof.mimalloc_preload_detected: $MIMALLOC not installed"
@@ -204,6 +248,26 @@ else
     echo "SKIP bench.runner.until_verdict: $MIMALLOC not installed"
 fi
 
+# The runner gives a workload's environment (interp_py: PYTHONMALLOC=malloc)
+# to its timed and its strace runs, and runs larson_orig_t2 time-bound
+strace_opt=--no-syscalls; [ -x /usr/bin/strace ] && strace_opt=
+allocs=glibc; [ -f "$HAKMEM" ] && allocs=hakmem,glibc
+# shellcheck disable=SC2086
+$PY bench/run.py --smoke $strace_opt --reps 1 --allocators $allocs \
+    --workloads interp_py,larson_orig_t2 --out-dir "$TMP/newrows" >"$TMP/newrows.out" 2>"$TMP/newrows.err"
+rc=$?
+nrows=$(grep -c '^\[ *[0-9]*/[0-9]*\] rep 1 \(interp_py\|larson_orig_t2\) .* ops/s' "$TMP/newrows.out")
+want=$(( $(echo $allocs | tr ',' ' ' | wc -w) * 2 ))
+if [ $rc -ne 0 ]; then
+    echo "FAIL bench.runner.interp_and_larson_orig: exit $rc: $(tail -n 3 "$TMP/newrows.err")"
+elif [ "$nrows" -ne "$want" ]; then
+    echo "FAIL bench.runner.interp_and_larson_orig: $nrows timed runs, want $want"
+elif [ -z "$strace_opt" ] && [ "$(grep -c '^\[strace\] interp_py .*syscalls/op' "$TMP/newrows.out")" -ne $((want / 2)) ]; then
+    echo "FAIL bench.runner.interp_and_larson_orig: interp_py's strace runs: $(grep '^\[strace\] interp_py' "$TMP/newrows.out")"
+else
+    echo "PASS bench.runner.interp_and_larson_orig"
+fi
+
 # A missing library must be named and be fatal (exit 2) before anything runs.
 $PY bench/run.py --smoke --no-syscalls --allocators hakmem,glibc \
     --hakmem-lib /nonexistent/libhakmem.so --out-dir "$TMP/miss" >"$TMP/miss.out" 2>"$TMP/miss.err"
@@ -276,6 +340,7 @@ fi
 
 # make bench passes PEERS (and QUICK) on to the runner
 cmd=$(make -n bench QUICK=1 PEERS=" a=/x/liba.so   b=/y/libb.so " 2>&1 | grep 'bench/run.py')
+# (make runs the runner as /usr/bin/python3, BENCH_PY; $PY has a time limit in front)
 if [ "$cmd" = "/usr/bin/python3 bench/run.py --quick --peers 'a=/x/liba.so b=/y/libb.so'" ]; then
     echo "PASS bench.make.peers"
 else

@@ -17,30 +17,8 @@ void *hak_calloc_total(size_t total) {
     return p;
 }
 
-/* Aligned blocks.  A block of size round_up(size, align) comes from a class
- * whose block size is a multiple of align (every power of two >= 16 that
- * divides such a size divides its class's size), and every block of a page
- * that is not huge is aligned to the largest power of two, up to 64 KiB,
- * that divides its block size (hak_segment_init_page): for align <= 64 KiB
- * that block is aligned -- an ordinary block, which free() takes on its fast
- * path.  For a larger align, take a block large enough to contain an aligned
- * one and mark the page, so free() knows to look for the block's start.
- * Unsampled: hak_malloc_aligned below is the sampled entry. */
-void *hak_aligned_plain(size_t size, size_t align, bool zero) {
-    if (align <= HAK_MIN_ALIGN) return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
-    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    if (align <= ((size_t)1 << HAK_SLICE_SHIFT) && size <= HAK_LARGE_MAX) {
-        size_t n = hak_round_up(size ? size : 1, align);
-        if (n <= HAK_LARGE_MAX) {
-            void *p = hak_malloc_inline(n);
-            if (!p) return NULL;
-            if (hak_likely(((uintptr_t)p & (align - 1)) == 0)) {
-                if (zero) memset(p, 0, size);
-                return p;
-            }
-            hak_free_inline(p);   /* (never: hak_page_check checks the page starts) */
-        }
-    }
+/* The marked over-allocation, and huge blocks: alignments above 64 KiB. */
+static HAK_NOINLINE void *hak_aligned_marked(size_t size, size_t align, bool zero) {
     /* (a thread past its exit handler owns no page to mark: a mapping of its own) */
     if (size + align <= HAK_LARGE_MAX && !hak_tls_exiting) {
         /* room for the aligned pointer and at least one byte behind it: for
@@ -64,3 +42,30 @@ void *hak_aligned_plain(size_t size, size_t align, bool zero) {
     return hak_huge_alloc(size, align, zero);
 }
 
+/* An ordinary block of n bytes, its first size bytes zeroed. */
+static HAK_NOINLINE void *hak_aligned_zeroed(size_t n, size_t size) {
+    void *p = hak_malloc_inline(n);
+    if (p) memset(p, 0, size);
+    return p;
+}
+
+/* Aligned blocks.  A block of size round_up(size, align) comes from a class
+ * whose block size is a multiple of align (every power of two >= 16 that
+ * divides such a size divides its class's size), and every block of a page
+ * that is not huge is aligned to the largest power of two, up to 64 KiB,
+ * that divides its block size (hak_segment_init_page): for align <= 64 KiB
+ * that block is aligned -- an ordinary block, which free() takes on its fast
+ * path.  For a larger align, take a block large enough to contain an aligned
+ * one and mark the page, so free() knows to look for the block's start.
+ * Unsampled: hak_malloc_aligned below is the sampled entry. */
+void *hak_aligned_plain(size_t size, size_t align, bool zero) {
+    if (align <= HAK_MIN_ALIGN) return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
+    if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    size_t n = hak_round_up(size ? size : 1, align);   /* (size <= PTRDIFF_MAX: no overflow) */
+    if (hak_likely(align <= ((size_t)1 << HAK_SLICE_SHIFT) && n <= HAK_LARGE_MAX)) {
+        /* aligned by construction: hak_page_check (debug) checks the page
+         * starts, tests/api_aligned.h every block */
+        return zero ? hak_aligned_zeroed(n, size) : hak_malloc_inline(n);
+    }
+    return hak_aligned_marked(size, align, zero);
+}

@@ -287,8 +287,9 @@ void hak_free_slow(void *p) {
 
 /* ---- malloc_usable_size ---- */
 
-/* Usable size of a live block, or 0 when p is NULL; fatal for foreign p. */
-size_t hak_usable_size(const void *p) {
+/* Everything the quick check does not pass: NULL, foreign (glibc's) blocks,
+ * huge blocks, aligned blocks, sampled blocks, free blocks, and misuse. */
+static HAK_NOINLINE size_t hak_usable_checked(const void *p) {
     if (p == NULL) return 0;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
@@ -300,4 +301,17 @@ size_t hak_usable_size(const void *p) {
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, "malloc_usable_size()", &page);
     if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
     return page->block_size - (size_t)((const uint8_t *)p - block);
+}
+
+/* Usable size of a live block, or 0 when p is NULL; fatal for foreign p.
+ * The quick check first, as a remote free's (hak_free_slow): a heap's
+ * segment, the start of a carved block of a page without aligned blocks,
+ * not free -- then the block is the page's block size. */
+size_t hak_usable_size(const void *p) {
+    uint16_t tag = hak_segmap_get_acquire(p);
+    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
+        const hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+        if (hak_likely(hak_free_quick(page, p))) return page->block_size;
+    }
+    return hak_usable_checked(p);
 }

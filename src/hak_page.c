@@ -84,6 +84,12 @@ void hak_page_check(const hak_page_t *page) {
         hak_fatal("consistency check", "free-check limits out of date in page", page);
     if (page->kind == HAK_PAGE_SMALL && ((uintptr_t)page->start & 0xffff) != 0)
         hak_fatal("consistency check", "small page not on a 64 KiB boundary", page);
+    /* blocks aligned as their size allows, up to 64 KiB
+     * (hak_segment_init_page; hak_aligned_plain relies on it) */
+    size_t natural = page->block_size & (0 - page->block_size);
+    if (natural > ((size_t)1 << HAK_SLICE_SHIFT)) natural = (size_t)1 << HAK_SLICE_SHIFT;
+    if (page->kind <= HAK_PAGE_LARGE && (uintptr_t)page->start % natural != 0)
+        hak_fatal("consistency check", "page start not aligned to its block size", page);
 }
 
 /* ---- collecting remote frees ---- */

@@ -69,11 +69,11 @@ static void hak_span_map(hak_segment_t *seg, unsigned head, unsigned n) {
 static unsigned hak_span_need(const hak_segment_t *seg, unsigned i, size_t bsize) {
     size_t blocks = HAK_LARGE_SPAN_BYTES / bsize;
     if (blocks == 0) blocks = 1;
-    size_t bytes = (i == 0 ? hak_segment_header_size(seg->page_count) : 0) + blocks * bsize;
+    size_t bytes = (i == 0 ? HAK_SLICE_SIZE : 0) + blocks * bsize;   /* slot 0: blocks from slice 1 */
     size_t n = (bytes + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
     if (n > HAK_SLICES - i) {                 /* fewer blocks, as many as fit */
         n = HAK_SLICES - i;
-        if ((n << HAK_SLICE_SHIFT) - (i == 0 ? hak_segment_header_size(seg->page_count) : 0) < bsize) return 0;
+        if ((n << HAK_SLICE_SHIFT) - (i == 0 ? HAK_SLICE_SIZE : 0) < bsize) return 0;
     }
     return (unsigned)n;
 }
@@ -182,7 +182,25 @@ static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg, bool leavi
 void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     size_t bsize = hak_class_size(cls), len;
     uint8_t *start = hak_segment_page_area(seg, page, &len);
-    if (seg->kind == HAK_PAGE_LARGE) len += ((size_t)page->span - 1) << HAK_SLICE_SHIFT;
+    /* Every block of every page is aligned to the largest power of two,
+     * up to 64 KiB, that divides its block size: what an aligned
+     * allocation relies on (hak_aligned_plain).  Slot 0, after the header,
+     * needs care: a medium page there has its blocks end at the slot's end
+     * (as many as from the header on); a large page's blocks start at its
+     * span's second slice (a start that does not depend on the class:
+     * hak_page_reclass gives the first block a new class in place; the rest
+     * of slice 0 is never touched). */
+    if (seg->kind == HAK_PAGE_LARGE) {
+        len += ((size_t)page->span - 1) << HAK_SLICE_SHIFT;
+        if (page == &seg->pages[0]) {
+            start = (uint8_t *)seg + HAK_SLICE_SIZE;
+            len = ((size_t)page->span - 1) << HAK_SLICE_SHIFT;
+        }
+    } else if (page == &seg->pages[0]) {
+        size_t slack = len % bsize;
+        start += slack;
+        len -= slack;
+    }
     page->free = page->local_free = NULL;
     page->used = 0;
     page->class_idx = (uint8_t)cls;

@@ -230,7 +230,11 @@ _Static_assert(sizeof(hak_page_t) == 192, "three cache lines");
  *  - A small segment never hands out slot 0 (first_page == 1): the header
  *    lives in its first 64 KiB, so every small page starts on a 64 KiB
  *    boundary and a local free finds a block's offset as the low 16 bits of
- *    its address.  Pages of other kinds start after the header in slot 0.
+ *    its address.  In slot 0 a medium page starts a block's slack after
+ *    the header, so that its blocks end at the slot's end, and a large
+ *    page at its span's second slice: every block of a page that is not
+ *    huge is then aligned to the largest power of two (up to 64 KiB) that
+ *    divides its block size (hak_segment_init_page, hak_aligned_plain).
  *  - A huge segment has one page; its mapping is map_size bytes long, a
  *    whole number of 4 MiB units.  A cached (freed) one has it not in use. */
 typedef struct hak_segment_s {

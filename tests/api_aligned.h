@@ -120,4 +120,50 @@ static void test_valloc_pvalloc(void)
     free(y);
 }
 
+/* Every block of many: for each alignment 16..64 KiB and sizes around it
+ * (Ruby's heap pages: 64 KiB - 40 at 64 KiB), enough blocks to fill several
+ * pages -- a medium or large page in slot 0 of its segment included -- each
+ * aligned, with its usable size, written, grown by realloc and freed; then
+ * alloc-free pairs, which reuse one block again and again. */
+static void test_aligned_every_block(void)
+{
+    enum { MAXN = 48 };
+    for (size_t a = 16; a <= 64 * KiB; a *= 2) {
+        const size_t sizes[] = {1, a / 2, a - 8, a, a + 1, 3 * a / 2, 4096, 65536 - 40, 65536,
+                                100 * KiB, 300 * KiB};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            size_t s = sizes[i] ? sizes[i] : 1;
+            size_t n = (8 * MiB) / (s + a);
+            if (n > MAXN) n = MAXN;
+            if (n < 4) n = 4;
+            void *v[MAXN];
+            for (size_t k = 0; k < n; k++) {
+                v[k] = NULL;
+                int rc = posix_memalign(&v[k], a, s);
+                CHECKF(rc == 0, "posix_memalign(%zu, %zu) = %d", a, s, rc);
+                if (rc) { v[k] = NULL; continue; }
+                check_aligned_block("posix_memalign", v[k], a, s);
+            }
+            for (size_t k = 0; k < n; k += 3) {   /* grow some: the contents move along */
+                if (!v[k]) continue;
+                uint64_t seed = pat_seed(v[k], s, a);
+                void *r = realloc(v[k], s + s / 2 + 1);
+                CHECKF(r != NULL, "realloc of an aligned block (%zu, %zu) failed", a, s);
+                if (!r) continue;
+                CHECK(pat_check(r, s, seed) == PAT_OK);
+                CHECK(malloc_usable_size(r) >= s + s / 2 + 1);
+                v[k] = r;
+            }
+            for (size_t k = 0; k < n; k++) free(v[k]);
+            for (int k = 0; k < 64; k++) {
+                void *p = NULL;
+                CHECK(posix_memalign(&p, a, s) == 0);
+                CHECKF(p && ALIGNED(p, a), "posix_memalign(%zu, %zu) = %p (pair %d)", a, s, p, k);
+                if (p) CHECK(malloc_usable_size(p) >= s);
+                free(p);
+            }
+        }
+    }
+}
+
 #endif /* HAK_TEST_API_ALIGNED_H */

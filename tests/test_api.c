@@ -488,6 +488,7 @@ int main(int argc, char **argv)
     RUN_TEST(reallocarray);
     RUN_TEST(posix_memalign);
     RUN_TEST(aligned_alloc);
+    RUN_TEST(aligned_every_block);
     RUN_TEST(valloc_pvalloc);
     RUN_TEST(realloc_paths);
     RUN_TEST(realloc_null_zero);

@@ -149,15 +149,17 @@ int main(int argc, char **argv) {
         free(p + (8 << 20));
     } else if (!strcmp(c, "aligned_interior") || !strcmp(c, "aligned_before") ||
                !strcmp(c, "aligned_double_free") || !strcmp(c, "aligned_ok")) {
-        /* an aligned block at an interior offset of its block: block 1 of a
-         * fresh 1 KiB page is not 4 KiB-aligned, so aligned_alloc takes a
-         * larger block (block 1 of a 5 KiB page, 5 KiB from a 64 KiB
-         * boundary) and hands out an interior pointer q */
-        char *first = malloc(1000), *pad = malloc(5080); sink = first; sink = pad;
-        char *q = aligned_alloc(4096, 1000);     /* takes a 5 KiB block: block 1 of its page */
-        if (!q || ((uintptr_t)q & 4095)) { printf("aligned_alloc failed\n"); return 3; }
+        /* an aligned block at an interior offset of its block: an alignment
+         * up to 64 KiB takes a block of a class whose blocks are all aligned
+         * (hak_aligned_plain), a larger one a block with room for an aligned
+         * pointer -- here the process's first large block (a 144 KiB block
+         * 64 KiB into a fresh large segment, not 128 KiB-aligned), handed
+         * out at the interior pointer q */
+        char *first = malloc(1000); sink = first;
+        char *q = aligned_alloc(128 * 1024, 1000);
+        if (!q || ((uintptr_t)q & (128 * 1024 - 1))) { printf("aligned_alloc failed\n"); return 3; }
         size_t usable = malloc_usable_size(q);
-        if (usable < 1000 || usable >= 5080) { printf("not an interior pointer: usable %zu\n", usable); return 3; }
+        if (usable < 1000 || usable >= 144 * 1024) { printf("not an interior pointer: usable %zu\n", usable); return 3; }
         memset(q, 0x5a, 1000);
         if (!strcmp(c, "aligned_interior")) free(q + 128);
         else if (!strcmp(c, "aligned_before")) free(q - 16);        /* the block's start or inside it */
@@ -194,6 +196,11 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c, "usable_foreign")) {
         char buf[64]; sink = buf;
         printf("%zu\n", malloc_usable_size(buf));
+    } else if (!strcmp(c, "usable_interior")) {
+        /* malloc_usable_size's quick check (a carved block's start) fails:
+         * the complete check reports the pointer */
+        char *p = malloc(100), *keep = malloc(100); sink = keep;
+        printf("%zu\n", malloc_usable_size(p + 16));
     } else if (!strcmp(c, "corrupt_freelist")) {
         /* use-after-free write: smash a free block's link, then allocate */
         char **p = malloc(48);

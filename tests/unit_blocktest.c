@@ -8,7 +8,9 @@
  *    of the address, so no other offset can reach the test);
  *  - medium and large pages: every offset in the first MiB of the page (all
  *    of it for medium pages) and the 16 KiB below the page start (offsets
- *    that wrap to huge values).
+ *    that wrap to huge values), up to 64 KiB more for a medium or large
+ *    class (in slot 0 a medium page starts a block's slack after the
+ *    header, a large one at the second slice).
  * Also: the table of medium classes (hak_medium_class) against hak_size_class.
  * White-box: built against src/ with hak_size.c (tests/tests.mk). */
 #include "check.h"
@@ -26,7 +28,10 @@ static int check_class(unsigned cls, uint32_t cap, size_t span) {
             CHECKF(0, "class %u (size %zu), capacity %u: offset %zu gives %d, want %d",
                    cls, size, cap, off, !want, want);
     }
-    for (size_t below = 1; below <= 16384; below++) {
+    /* in slot 0 a medium page starts up to a block's slack after the
+     * header, a large page 64 KiB after the segment's start */
+    size_t below_max = 16384 + (hak_class_kind(cls) == HAK_PAGE_SMALL ? 0 : size < 65536 ? size : 65536);
+    for (size_t below = 1; below <= below_max; below++) {
         size_t off = (size_t)0 - below;   /* a pointer below the page start */
         if (off * magic < limit && bad++ < 3)
             CHECKF(0, "class %u: offset -%zu passes", cls, below);

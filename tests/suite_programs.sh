@@ -4,6 +4,8 @@
 # malloc, dict/list/str churn and a JSON round trip), sort and awk on a few MB
 # of generated text, and the C++ program tests/test_cxx.cc.  Also proves the
 # preload took effect (check_preload, LD_DEBUG=bindings, hakmem_owns via ctypes).
+# Python, sort and the C++ program run again under each profile and the
+# options that change behaviour (programs.*.<setting>).
 # Under HAKMEM_BACKGROUND_PURGE=1 (issue 28): a Python child forked from a
 # thread exits once its threads end (tests/programs/fork_thread_join.py,
 # release and debug), and CPython's own ThreadJoinOnShutdown tests give the
@@ -137,4 +139,25 @@ run_pair programs.cxx 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
 if [[ -e $DBG_SO ]]; then
     SO=$DBG_SO run_pair programs.cxx_debug 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
 fi
+
+# ---- the same programs under every profile and the options that change
+# behaviour (docs/options.md): each setting is named in the test ----
+SETTINGS=(
+    "HAKMEM_PROFILE=speed"
+    "HAKMEM_PROFILE=lean"
+    "HAKMEM_BACKGROUND_PURGE=1 HAKMEM_PURGE_DELAY_MS=5"
+    "HAKMEM_PROFILE=speed HAKMEM_BACKGROUND_PURGE=1"
+    "HAKMEM_PURGE_DELAY_MS=-1 HAKMEM_PURGE_BUDGET_KB=-1"
+    "HAKMEM_PURGE_LAZY=1 HAKMEM_PURGE_DELAY_MS=0"
+    "HAKMEM_SAMPLE_BYTES=65536 HAKMEM_LEAK_REPORT=1"
+    "HAKMEM_STATS=1 HAKMEM_VERBOSE=1 HAKMEM_CRASH_HANDLER=0"
+)
+for set in "${SETTINGS[@]}"; do
+    read -r -a kv <<<"$set"
+    tag=$(tr 'A-Z= ' 'a-z__' <<<"${set//HAKMEM_/}")
+    run_pair programs.python.$tag 60 env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py -- \
+        env "${kv[@]}" PYTHONMALLOC=malloc "$PY" tests/programs/churn.py --expect-hakmem
+    run_pair programs.sort.$tag 60 sort -S 1M -r "$W/input.txt" -- env "${kv[@]}" sort -S 1M -r "$W/input.txt"
+    run_pair programs.cxx.$tag 60 "$T/test_cxx" -- env "${kv[@]}" "$T/test_cxx" --expect-hakmem
+done
 exit $SUITE_STATUS

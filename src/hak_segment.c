@@ -393,17 +393,27 @@ static bool hak_segment_has_room(hak_heap_t *heap, hak_page_kind_t kind, unsigne
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     hak_page_kind_t kind = hak_class_kind(cls);
     /* (not for a public heap: it has no previous thread to take over from) */
-    if (hak_tls_collected != heap && !heap->pub_magic && !hak_segment_has_room(heap, kind, cls)) {
+    /* the heap's segment lists and slots are read under the slot lock: the
+     * purger and malloc_trim write them too (a kept page given back) */
+    bool room = true;
+    if (hak_tls_collected != heap && !heap->pub_magic) {
+        hak_slots_lock(heap);
+        room = hak_segment_has_room(heap, kind, cls);
+        hak_slots_unlock(heap);
+    }
+    if (!room) {
         hak_tls_collected = heap;
         hak_tls_taking_over = true;
         hak_segment_hooks.collect(heap, false);
         hak_tls_taking_over = false;
     }
-    /* the owner reads its own lists without the lock; it writes them with it */
     /* abandoned heaps' empty segments go to the cache when swept: sweep
      * when the cache has none (a sweep keeps those heaps from being adopted
      * meanwhile) */
-    if (!heap->segs[kind].first && !hak_cache_segment_any()) hak_segment_hooks.sweep(false);
+    hak_slots_lock(heap);
+    bool none = heap->segs[kind].first == NULL;
+    hak_slots_unlock(heap);
+    if (none && !hak_cache_segment_any()) hak_segment_hooks.sweep(false);
     uint64_t now = hak_os_now_ms();
     hak_slots_lock(heap);
     hak_page_t *page = NULL;

@@ -30,9 +30,8 @@ static HAK_NOINLINE void *hak_aligned_marked(size_t size, size_t align, bool zer
         if (q != p) {
             /* p's first word lies before q: it names q, the one pointer
              * free() accepts for this block (hak_free.c) */
-            *(uintptr_t *)p = hak_aligned_mark(q);
-            hak_segment_t *seg = hak_segment_of(p);
-            hak_page_t *page = hak_page_of(seg, p);            /* our own page */
+            hak_page_t *page = hak_page_of(hak_segment_of(p), p);   /* our own page */
+            *(uintptr_t *)p = hak_aligned_mark(q, page);
             hak_page_set_flags(page, page->flags | HAK_PAGE_HAS_ALIGNED);
         }
         if (zero) memset(q, 0, size);

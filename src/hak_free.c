@@ -275,14 +275,22 @@ void hak_free_local_slow(hak_page_t *page, void *p) {
 /* The region map does not say "this thread's".  The common case first: a
  * block of another heap's segment (a remote free), or of this thread's heap
  * when that heap has no fast-path tag. */
-void hak_free_slow(void *p) {
+/* The page of p when p passes the quick check in a heap's segment (the
+ * region map names a heap), else NULL: the common case of a remote free and
+ * of malloc_usable_size. */
+HAK_INLINE hak_page_t *hak_quick_page(const void *p) {
     uint16_t tag = hak_segmap_get_acquire(p);
     if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
-        hak_segment_t *seg = hak_segment_of(p);
-        hak_page_t *page = hak_page_of(seg, p);
-        if (hak_likely(hak_free_quick(page, p))) { hak_free_block(seg, page, p); return; }
+        hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+        if (hak_likely(hak_free_quick(page, p))) return page;
     }
-    hak_free_checked(p);
+    return NULL;
+}
+
+void hak_free_slow(void *p) {
+    hak_page_t *page = hak_quick_page(p);
+    if (hak_likely(page != NULL)) hak_free_block(hak_segment_of(p), page, p);
+    else hak_free_checked(p);
 }
 
 /* ---- malloc_usable_size ---- */
@@ -308,10 +316,6 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p) {
  * segment, the start of a carved block of a page without aligned blocks,
  * not free -- then the block is the page's block size. */
 size_t hak_usable_size(const void *p) {
-    uint16_t tag = hak_segmap_get_acquire(p);
-    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
-        const hak_page_t *page = hak_page_of(hak_segment_of(p), p);
-        if (hak_likely(hak_free_quick(page, p))) return page->block_size;
-    }
-    return hak_usable_checked(p);
+    const hak_page_t *page = hak_quick_page(p);
+    return hak_likely(page != NULL) ? page->block_size : hak_usable_checked(p);
 }

@@ -581,14 +581,12 @@ static void hak_fork_settle(void) {
  * caught between a state change and its update). */
 static void hak_fork_child_heaps(void) {
     hak_heap_t *self = hak_tls_heap;
-    if (self != &hak_heap_empty) atomic_store_explicit(&self->owner_tid, hak_os_gettid(), memory_order_relaxed);
     size_t abandoned = 0, forked = 0;
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed); h; h = h->next_all) {
         int st = atomic_load_explicit(&h->state, memory_order_relaxed);
-        /* public heaps stay their thread's: the forking thread's still work,
-         * the others' are left alone (their thread is gone); */
         /* public heaps, live or destroyed (a destroyed one waits on the
-         * free list for hakmem_heap_new), are never a thread's heap */
+         * free list for hakmem_heap_new), are never a thread's heap: the
+         * forking thread's still work, the others' are left alone */
         if (h == self || st == HAK_HEAP_LOST || h->pub_magic) continue;
         if (st == HAK_HEAP_ABANDONED) {
             abandoned++;
@@ -653,11 +651,9 @@ static void hak_fork_parent(void) {
     for (unsigned i = 0, n = atomic_load(&hak_fork_hook_count); i < n; i++) hak_fork_hooks[i].parent();
 }
 static void hak_fork_child(void) {
-    if (!hak_fork_locked) {
-        hak_heap_t *self = hak_tls_heap;   /* the one thread's heap, and its new kernel id */
-        if (self != &hak_heap_empty) atomic_store_explicit(&self->owner_tid, hak_os_gettid(), memory_order_relaxed);
-        return;
-    }
+    hak_heap_t *self = hak_tls_heap;   /* the forking thread's heap: its kernel id in the child */
+    if (self != &hak_heap_empty) atomic_store_explicit(&self->owner_tid, hak_os_gettid(), memory_order_relaxed);
+    if (!hak_fork_locked) return;
     hak_segment_unlock_after_fork(true);
     hak_heaps_unlock_after_fork(true);
     for (unsigned i = 0, n = atomic_load(&hak_fork_hook_count); i < n; i++) hak_fork_hooks[i].child();

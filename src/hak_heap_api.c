@@ -300,8 +300,8 @@ HAK_EXPORT void *hakmem_heap_aligned_alloc(hakmem_heap_t *hh, size_t align, size
     if (!p) return NULL;
     uint8_t *q = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
     if (q != p) {
-        *(uintptr_t *)p = hak_aligned_mark(q);
         hak_page_t *page = hak_page_of(hak_segment_of(p), p);   /* this heap's page: ours to mark */
+        *(uintptr_t *)p = hak_aligned_mark(q, page);
         hak_page_set_flags(page, page->flags | HAK_PAGE_HAS_ALIGNED);
     }
     return q;

@@ -129,9 +129,7 @@ uintptr_t hak_page_new_key(void);
  * to no pointer of the current one, however a correct program moves it
  * around its own block (docs/design.md, "Misuse checks never accuse a
  * correct program"). */
-HAK_INLINE uintptr_t hak_aligned_mark(const void *q) {
-    const hak_segment_t *seg = (const hak_segment_t *)((uintptr_t)q & ~(uintptr_t)HAK_SEGMENT_MASK);
-    const hak_page_t *page = seg->slice_page[((uintptr_t)q >> HAK_SLICE_SHIFT) & (HAK_MAX_PAGES_PER_SEGMENT - 1)];
+HAK_INLINE uintptr_t hak_aligned_mark(const void *q, const hak_page_t *page) {
     return (((uintptr_t)q ^ hak_secret(1)) * 0xd6e8feb86659fd93u) ^ page->free_key;
 }
 /* The pointer a mark names, for a block of page. */

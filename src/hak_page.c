@@ -257,7 +257,7 @@ void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align) {
         HAK_SET_RELAXED(page->capacity, 1);
         page->used = 1;
         atomic_store_explicit(&page->xthread_free, HAK_TF_NOTIFY, memory_order_relaxed);
-        if (q != page->start) *(uintptr_t *)b = hak_aligned_mark(q);
+        if (q != page->start) *(uintptr_t *)b = hak_aligned_mark(q, page);
         hak_page_set_flags(page, HAK_PAGE_SAMPLED | (q != page->start ? HAK_PAGE_HAS_ALIGNED : 0));
         hak_page_check(page);
         return q;

@@ -7,7 +7,8 @@
  * heap->pub_owner names the thread that made it (hak_thread_id, an id no
  * other thread ever has): only that thread may allocate from it, destroy,
  * delete, visit it or read its stats (hak_pub_check) -- also from its key
- * destructors after hakmem's own exit handler gave its default heap up.  Any thread frees its blocks with plain free(); the
+ * destructors after hakmem's own exit handler gave its default heap up.
+ * Any thread frees its blocks with plain free(); the
  * region map holds the public heap's tag, which is no thread's, so every such
  * free -- the owner's too -- is a remote free (one CAS), collected when the
  * heap next needs a page.  The fast paths of malloc and free do not change.

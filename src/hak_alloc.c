@@ -69,7 +69,7 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
         return p;
     }
     /* the owner test first: another thread's page's used and flags are not ours to read */
-    if (size > usable && size <= HAK_LARGE_MAX && seg->heap == hak_tls_heap && page->kind == HAK_PAGE_LARGE &&
+    if (size > usable && size <= HAK_LARGE_MAX && seg->heap == hak_tls.heap && page->kind == HAK_PAGE_LARGE &&
         (page->flags & (uint8_t)~HAK_PAGE_SAMPLED) == 0 && block == page->start && page->used == 1 &&
         hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE) {
         bool sampled = page->flags & HAK_PAGE_SAMPLED;

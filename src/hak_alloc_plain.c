@@ -8,7 +8,7 @@
 /* calloc of total bytes, unsampled */
 void *hak_calloc_total(size_t total) {
     if (total > HAK_LARGE_MAX) {
-        hak_heap_t *heap = hak_tls_heap;
+        hak_heap_t *heap = hak_tls.heap;
         if (heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
         return hak_huge_alloc(total, HAK_MIN_ALIGN, true);   /* fresh mapping: already zero */
     }
@@ -37,7 +37,7 @@ static HAK_NOINLINE void *hak_aligned_marked(size_t size, size_t align, bool zer
         if (zero) memset(q, 0, size);
         return q;
     }
-    if (hak_tls_heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
+    if (hak_tls.heap == &hak_heap_empty && !hak_heap_for_thread()) { errno = ENOMEM; return NULL; }
     return hak_huge_alloc(size, align, zero);
 }
 

@@ -106,7 +106,7 @@ HAK_INLINE void hak_free_remote(hak_heap_t *owner, hak_page_t *page, hak_block_t
 /* Free a validated block of a non-huge page: locally when this thread's
  * heap owns its segment, remotely otherwise. */
 HAK_INLINE void hak_free_block(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
-    hak_heap_t *self = hak_tls_heap, *owner = seg->heap;
+    hak_heap_t *self = hak_tls.heap, *owner = seg->heap;
     if (owner == self) {
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[page->class_idx]);
         hak_free_local(self, page, b);
@@ -193,7 +193,7 @@ static int hak_delayed_holds(hak_heap_t *heap, const hak_block_t *b) {
 /* b holds page's key: is b free? (hak_block_is_free, hak_internal.h) */
 HAK_NOINLINE bool hak_block_confirm_free(hak_segment_t *seg, hak_page_t *page, const hak_block_t *b, const char *op) {
     if (HAK_RELAXED(page->flags) & HAK_PAGE_IS_HUGE) return false;
-    hak_heap_t *self = hak_tls_heap, *owner = seg->heap;
+    hak_heap_t *self = hak_tls.heap, *owner = seg->heap;
     /* a public heap is the thread's that made it (hak_heap_api.c) */
     bool mine = owner == self || (owner && owner->pub_owner && owner->pub_owner == hak_tls_thread_id);
     if (!owner || !mine) return true;
@@ -252,8 +252,8 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
     hak_page_t *page;
     hak_block_t *b = hak_block_in(seg, p, "free()", &page);
     if (page->flags & HAK_PAGE_IS_HUGE) {
-        if (HAK_STATS_FULL_ENABLED && hak_tls_heap != &hak_heap_empty)
-            hak_stat_inc(hak_tls_heap->st_frees[HAK_CLASS_COUNT]);
+        if (HAK_STATS_FULL_ENABLED && hak_tls.heap != &hak_heap_empty)
+            hak_stat_inc(hak_tls.heap->st_frees[HAK_CLASS_COUNT]);
         hak_huge_free(seg);   /* (a sampled block leaves the profile there) */
         return;
     }

@@ -14,7 +14,7 @@
 HAK_EXPORT int hakmem_collect(void) {
     uint64_t before = atomic_load_explicit(&hak_counters.madvise_calls, memory_order_relaxed) +
                       atomic_load_explicit(&hak_counters.munmap_calls, memory_order_relaxed);
-    hak_heap_t *heap = hak_tls_heap;
+    hak_heap_t *heap = hak_tls.heap;
     if (heap != &hak_heap_empty) hak_heap_collect(heap, true);
     hak_sweep_abandoned(true);
     hak_purge_all_heaps();

@@ -1,7 +1,7 @@
 /* hak_heap.c -- process start-up, thread heaps, thread exit, adoption of
  * abandoned heaps, sweeping, and fork.
  *
- * Life of a heap: a thread's first malloc finds hak_tls_heap pointing at the
+ * Life of a heap: a thread's first malloc finds hak_tls.heap pointing at the
  * static empty heap, whose direct[] entries all lead to an empty page, so the
  * fast path falls through to hak_malloc_slow, which calls
  * hak_heap_for_thread().  That adopts an abandoned heap if there is one (one
@@ -22,8 +22,7 @@
 #include <stdlib.h>
 #include <sys/single_threaded.h>
 
-HAK_TLS hak_heap_t *hak_tls_heap = &hak_heap_empty;
-HAK_TLS uint16_t hak_tls_tag = HAK_TAG_INVALID;
+HAK_TLS hak_tls_t hak_tls = { .sample_left = 0, .heap = &hak_heap_empty, .tag = HAK_TAG_INVALID };
 HAK_TLS bool hak_tls_exiting;
 HAK_TLS bool hak_tls_moving;
 HAK_TLS uint64_t hak_tls_thread_id;
@@ -254,7 +253,7 @@ static void hak_heap_abandon(hak_heap_t *heap) {
     atomic_fetch_add_explicit(&hak_abandoned_count, 1, memory_order_relaxed);
 }
 
-static void hak_thread_done_atexit(void *unused) { (void)unused; hak_thread_done(hak_tls_heap); }
+static void hak_thread_done_atexit(void *unused) { (void)unused; hak_thread_done(hak_tls.heap); }
 
 /* Arrange for the exit handler to run when this thread ends: the key's
  * value, or, without a key (or if setting it fails), glibc's thread_local
@@ -271,7 +270,7 @@ static void hak_thread_register(hak_heap_t *heap) {
 
 hak_heap_t *hak_heap_for_thread(void) {
     hak_process_init();
-    if (hak_tls_heap != &hak_heap_empty) return hak_tls_heap;
+    if (hak_tls.heap != &hak_heap_empty) return hak_tls.heap;
     /* After the exit handler nothing would abandon a heap again: such a
      * thread allocates through hak_malloc_late, and the callers that only
      * need a non-NULL answer (huge allocations, remote-free statistics) get
@@ -280,8 +279,8 @@ hak_heap_t *hak_heap_for_thread(void) {
     hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_OWNED, NULL);
     if (!heap) return NULL;
     atomic_store_explicit(&heap->owner_tid, hak_os_gettid(), memory_order_relaxed);
-    hak_tls_heap = heap;
-    hak_tls_tag = hak_fast_tag(heap);
+    hak_tls.heap = heap;
+    hak_tls.tag = hak_fast_tag(heap);
     hak_thread_register(heap);
     return heap;
 }
@@ -369,11 +368,11 @@ void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
  * frees are remote frees, its mallocs borrow (hak_malloc_late). */
 static void hak_thread_done(void *value) {
     hak_heap_t *heap = (hak_heap_t *)value;
-    if (!heap || heap != hak_tls_heap) return;
+    if (!heap || heap != hak_tls.heap) return;
     hak_tls_exiting = true;             /* before the collect: what it frees is for the next thread */
     hak_heap_collect(heap, false);
-    hak_tls_heap = &hak_heap_empty;
-    hak_tls_tag = HAK_TAG_INVALID;
+    hak_tls.heap = &hak_heap_empty;
+    hak_tls.tag = HAK_TAG_INVALID;
     hak_tls_last = heap;
     hak_heap_abandon(heap);
     hak_purger_thread_ends();   /* the purger looks whether this was the program's last thread */
@@ -580,7 +579,7 @@ static void hak_fork_settle(void) {
  * FORKED and count what is abandoned (the parent's counter may have been
  * caught between a state change and its update). */
 static void hak_fork_child_heaps(void) {
-    hak_heap_t *self = hak_tls_heap;
+    hak_heap_t *self = hak_tls.heap;
     size_t abandoned = 0, forked = 0;
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_relaxed); h; h = h->next_all) {
         int st = atomic_load_explicit(&h->state, memory_order_relaxed);
@@ -651,7 +650,7 @@ static void hak_fork_parent(void) {
     for (unsigned i = 0, n = atomic_load(&hak_fork_hook_count); i < n; i++) hak_fork_hooks[i].parent();
 }
 static void hak_fork_child(void) {
-    hak_heap_t *self = hak_tls_heap;   /* the forking thread's heap: its kernel id in the child */
+    hak_heap_t *self = hak_tls.heap;   /* the forking thread's heap: its kernel id in the child */
     if (self != &hak_heap_empty) atomic_store_explicit(&self->owner_tid, hak_os_gettid(), memory_order_relaxed);
     if (!hak_fork_locked) return;
     hak_segment_unlock_after_fork(true);

@@ -2,7 +2,7 @@
  * live block (hakmem_visit).  Design: docs/heaps.md.
  *
  * A public heap is an ordinary hak_heap_t that no thread has as its default
- * (hak_tls_heap): it has its own tag, pages and segments, so the slow paths
+ * (hak_tls.heap): it has its own tag, pages and segments, so the slow paths
  * of malloc (hak_malloc_slow) and of free serve it unchanged.
  * heap->pub_owner names the thread that made it (hak_thread_id, an id no
  * other thread ever has): only that thread may allocate from it, destroy,

@@ -39,10 +39,19 @@ static inline size_t hak_round_up(size_t x, size_t a) { return (x + a - 1) & ~(a
 #endif
 
 /* ---- globals (hak_heap.c, hak_segment.c) ---- */
-extern HAK_TLS hak_heap_t *hak_tls_heap;
+/* The fast paths' per-thread state, one TLS object so that malloc finds
+ * the countdown and the heap with one GOT load (docs/design.md, "Walk
+ * through one malloc"): sample_left is the heap profiles' byte countdown
+ * (HAK_SAMPLED below), heap the thread's heap (&hak_heap_empty until its
+ * first malloc), tag its region-map tag (free's ownership test). */
+typedef struct hak_tls_s {
+    int64_t sample_left;
+    hak_heap_t *heap;
+    uint16_t tag;
+} hak_tls_t;
+extern HAK_TLS hak_tls_t hak_tls;
 extern hak_heap_t hak_heap_empty;
 extern hak_page_t hak_page_empty;
-extern HAK_TLS uint16_t hak_tls_tag;
 extern HAK_TLS bool hak_tls_exiting; /* key destructor ran */
 extern HAK_TLS bool hak_tls_moving;  /* hak_realloc frees the block it moved (hak_page_retire) */
 /* hidden: addressed PC-relative, not through the GOT (aarch64's linker does
@@ -201,6 +210,8 @@ void hak_heaps_unlock_after_fork(bool child);
 
 /* ---- pages (hak_page.c) ---- */
 void *hak_malloc_slow(size_t size, hak_heap_t *heap);  /* size first: it is already in the first argument register */
+/* the miss of a class up to 2 KiB: page is the class's current page (hak_page.c) */
+void *hak_malloc_refill(size_t size, hak_heap_t *heap, hak_page_t *page);
 void  hak_page_free_collect(hak_page_t *page);
 void  hak_page_retire(hak_page_t *page);  /* heap: the page's segment's */
 void  hak_queue_set_direct(hak_heap_t *heap, unsigned cls);
@@ -379,12 +390,13 @@ HAK_INLINE void *hak_heap_malloc_inline(hak_heap_t *heap, size_t size) {
             if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[page->class_idx]);
             return b;
         }
+        return hak_malloc_refill(size, heap, page);
     }
     return hak_malloc_slow(size, heap);
 }
 
 /* malloc: one TLS load, then the above. */
-HAK_INLINE void *hak_malloc_inline(size_t size) { return hak_heap_malloc_inline(hak_tls_heap, size); }
+HAK_INLINE void *hak_malloc_inline(size_t size) { return hak_heap_malloc_inline(hak_tls.heap, size); }
 
 /* free: one region-map load says "hakmem's, and this thread's heap"; the
  * page comes from the segment's slice table; then the misuse checks (block
@@ -392,14 +404,14 @@ HAK_INLINE void *hak_malloc_inline(size_t size) { return hak_heap_malloc_inline(
  * frees, full pages, aligned blocks, huge blocks, misuse -- is the slow path. */
 HAK_INLINE void hak_free_inline(void *p) {
     uintptr_t unit = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
-    if (hak_likely(atomic_load_explicit(&hak_segmap[unit], memory_order_relaxed) == hak_tls_tag)) {
+    if (hak_likely(atomic_load_explicit(&hak_segmap[unit], memory_order_relaxed) == hak_tls.tag)) {
         hak_segment_t *seg = (hak_segment_t *)(unit << HAK_SEGMENT_SHIFT);
         hak_page_t *page = hak_page_of(seg, p);
         hak_block_t *b = (hak_block_t *)p;
         if (hak_likely((hak_local_block(page, (uint16_t)(uintptr_t)p) ||    /* small page */
                         hak_wide_block(page, p)) &&                          /* medium, large */
                        b->key != page->local_key)) {
-            if (HAK_STATS_FULL_ENABLED) hak_stat_inc(hak_tls_heap->st_frees[page->class_idx]);
+            if (HAK_STATS_FULL_ENABLED) hak_stat_inc(hak_tls.heap->st_frees[page->class_idx]);
             b->next = page->local_free;
             b->key = page->local_key;
             page->local_free = b;
@@ -413,7 +425,6 @@ HAK_INLINE void hak_free_inline(void *p) {
 }
 
 /* ---- heap profiles (hak_profile.c) ---- */
-extern __thread int64_t hak_tls_sample_left __attribute__((tls_model("initial-exec")));
 void *hak_profile_malloc(size_t size, size_t align, bool zero);   /* the countdown went negative */
 void  hak_profile_resized(void *q, size_t size);   /* realloc resized a huge block; countdown negative */
 /* The sampling hook of malloc, calloc, realloc, the aligned allocations and
@@ -425,7 +436,7 @@ void  hak_profile_resized(void *q, size_t size);   /* realloc resized a huge blo
  * overflow a signed subtraction. */
 #define HAK_PROF_ENTRY __attribute__((section("hak_prof_text")))
 #define HAK_SAMPLED(size) \
-    hak_unlikely((hak_tls_sample_left = (int64_t)((uint64_t)hak_tls_sample_left - (uint64_t)(size))) < 0)
+    hak_unlikely((hak_tls.sample_left = (int64_t)((uint64_t)hak_tls.sample_left - (uint64_t)(size))) < 0)
 /* malloc with the sampling hook: malloc, realloc's new block, operator new */
 HAK_INLINE void *hak_malloc_sampled(size_t size) {
     if (HAK_SAMPLED(size)) return hak_profile_malloc(size, HAK_MIN_ALIGN, false);

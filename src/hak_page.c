@@ -425,6 +425,26 @@ static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
     return hak_page_pop(heap, page, size > HAK_DIRECT_MAX ? hak_medium_list(page) : &page->free, cls);
 }
 
+/* malloc's miss for a class up to 2 KiB: the fast path hands over the
+ * class's current page (heap->direct's, the class queue's first, or
+ * hak_page_empty), whose free list ran dry.  The common refill -- this
+ * thread's own frees become the allocation list when no remote or delayed
+ * frees wait -- needs neither the class nor the queue; everything else is
+ * hak_malloc_general's. */
+void *hak_malloc_refill(size_t size, hak_heap_t *heap, hak_page_t *page) {
+    hak_block_t *b = page->local_free;
+    if (hak_likely(b != NULL) && hak_nothing_to_collect(heap, page)) {
+        page->local_free = NULL;
+        page->free = b->next;
+        b->key = 0;
+        page->used++;
+        hak_page_check(page);   /* debug build */
+        if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[page->class_idx]);
+        return b;
+    }
+    return hak_malloc_general(size, heap);
+}
+
 /* malloc's slow path: 2..64 KiB first, the classes without a fast path whose
  * blocks are many a page -- the class from a table, the class's current
  * page, its list -- in a function of its own that saves no register. */

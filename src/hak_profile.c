@@ -4,7 +4,7 @@
  *
  *  - malloc, calloc, realloc, the aligned allocations (hak_alloc.c) and
  *    operator new (hak_cxx.c) subtract each request from a per-thread
- *    countdown, hak_tls_sample_left; when it goes negative they call
+ *    countdown, hak_tls.sample_left; when it goes negative they call
  *    hak_profile_malloc.  It starts at 0, so each thread's first allocation
  *    comes here once: with sampling off the countdown is set to INT64_MAX.
  *  - The intervals are drawn from an exponential distribution of mean
@@ -51,7 +51,6 @@ static pthread_mutex_t hak_prof_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int hak_prof_state;                /* 0 unknown, 1 off, 2 on */
 static _Atomic uint64_t hak_prof_seed;
 
-__thread int64_t hak_tls_sample_left __attribute__((tls_model("initial-exec")));
 static __thread bool hak_tls_in_prof __attribute__((tls_model("initial-exec")));
 static __thread uint64_t hak_tls_rng __attribute__((tls_model("initial-exec")));
 
@@ -198,7 +197,7 @@ static void *hak_plain(size_t size, size_t align, bool zero) {
 static bool hak_prof_due(void) {
     if (hak_unlikely(atomic_load_explicit(&hak_prof_state, memory_order_relaxed) == 0)) hak_prof_decide();
     if (hak_prof_state != 2) {
-        hak_tls_sample_left = INT64_MAX;
+        hak_tls.sample_left = INT64_MAX;
         return false;
     }
     if (hak_tls_in_prof) return false;   /* the unwinder's or a dump's own allocation */
@@ -206,7 +205,7 @@ static bool hak_prof_due(void) {
      * dynamic loader's or of an earlier constructor) */
     if (hak_unlikely(!__atomic_load_n(&hak_gcc_backtrace, __ATOMIC_ACQUIRE))) return false;
     bool first = hak_tls_rng == 0;       /* the thread's first allocation: not a crossing */
-    hak_tls_sample_left = hak_next_interval();
+    hak_tls.sample_left = hak_next_interval();
     return !first && !hak_tls_exiting;
 }
 
@@ -215,7 +214,7 @@ static bool hak_prof_due(void) {
  * -- then the table. */
 HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
     if (!hak_prof_due()) return hak_plain(size, align, zero);
-    hak_heap_t *heap = hak_tls_heap;
+    hak_heap_t *heap = hak_tls.heap;
     if (heap == &hak_heap_empty && !(heap = hak_heap_for_thread())) { errno = ENOMEM; return NULL; }
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];

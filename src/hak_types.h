@@ -273,7 +273,7 @@ typedef struct hak_segment_list_s {
  *    or &hak_page_empty when that queue is empty.
  *  - queues[c] holds only in-use pages of class c without IN_FULL; full holds
  *    exactly the pages with IN_FULL.
- *  - Only the thread whose hak_tls_heap points here (or a sweeper that moved
+ *  - Only the thread whose hak_tls.heap points here (or a sweeper that moved
  *    state from ABANDONED to BUSY) touches anything but xdelayed.
  *  - Heaps are never freed: remote freers may hold a heap pointer at any time. */
 typedef struct hak_heap_s {

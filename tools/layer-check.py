@@ -6,7 +6,7 @@ tools/layers.tsv (its header says what each row means).  From the built
 objects this derives the file-level call graph: nm lists each object's
 undefined symbols; one that another object defines as a function (nm type T
 or W) is a call of that function (or its address taken) -- references to
-data (hak_opt, hak_tls_heap, hak_counters, ...) are not calls, and the static
+data (hak_opt, hak_tls.heap, hak_counters, ...) are not calls, and the static
 inline functions of src/hak_internal.h compiled into an object are that
 object's own.  Several object directories (release, debug, stats) may be
 given: their calls are merged.  Then, one PASS or FAIL line each:

@@ -35,9 +35,30 @@ HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
  * sampled block kept keeps its sample, with the new size).  A
  * sampled block (HAK_PAGE_SAMPLED) that moves leaves the profile with its
  * free; the new block is sampled, or not, as any. */
+/* realloc's move: a new block, the copy, the old block's free */
+static HAK_PROF_ENTRY void *hak_realloc_move(void *p, size_t size, size_t usable) {
+    void *q = hak_malloc_sampled(size);
+    if (!q) return NULL;
+    memcpy(q, p, size < usable ? size : usable);
+    hak_tls_moving = true;     /* the block left its class: its emptied large page is not kept */
+    hak_free_inline(p);
+    hak_tls_moving = false;
+    return q;
+}
+
 HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
     if (p == NULL) return hak_malloc_sampled(size);
     if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */
+    /* The common case first, with a remote free's quick check (a live block
+     * at the start of a carved block, no aligned, huge or sampled blocks on
+     * its page): kept in place or moved.  A large block that grows may grow
+     * in place: the complete path below. */
+    hak_page_t *page = hak_quick_page(p);
+    if (hak_likely(page != NULL) && (size <= page->block_size || page->kind != HAK_PAGE_LARGE)) {
+        size_t usable = page->block_size;
+        if (size <= usable && size >= usable / 2) return p;
+        return hak_realloc_move(p, size, usable);
+    }
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
         size_t old = hak_foreign_usable(p);               /* a glibc block: move it to hakmem */
@@ -48,7 +69,6 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
         hak_foreign_free(p);
         return q;
     }
-    hak_page_t *page;
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, "realloc()", &page);
     if (hak_block_is_free(seg, page, (hak_block_t *)block, "realloc()")) hak_fatal("realloc()", "pointer already freed", p);
     size_t usable = page->block_size - (size_t)((uint8_t *)p - block);
@@ -83,13 +103,7 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
             return p;
         }
     }
-    void *q = hak_malloc_sampled(size);
-    if (!q) return NULL;
-    memcpy(q, p, size < usable ? size : usable);
-    hak_tls_moving = true;     /* the block left its class: its emptied large page is not kept */
-    hak_free_inline(p);
-    hak_tls_moving = false;
-    return q;
+    return hak_realloc_move(p, size, usable);
 }
 HAK_PROF_ENTRY
 HAK_EXPORT void *hakmem_realloc(void *p, size_t size) { return hak_realloc(p, size); }

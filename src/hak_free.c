@@ -133,12 +133,6 @@ void hak_heap_process_delayed(hak_heap_t *heap) {
 
 /* ---- validation ---- */
 
-/* The quick check: p is the start of a carved block of page (a page without
- * aligned blocks, not huge: carved_limit is 0 for those) that is not free. */
-HAK_INLINE bool hak_free_quick(const hak_page_t *page, const void *p) {
-    return hak_carved_block(page, (uintptr_t)p - (uintptr_t)page->start) &&
-           ((const hak_block_t *)p)->key != page->free_key;
-}
 
 /* The block an aligned allocation handed out at an interior offset names
  * itself in the block's first word (hak_aligned_mark); any other pointer
@@ -275,17 +269,6 @@ void hak_free_local_slow(hak_page_t *page, void *p) {
 /* The region map does not say "this thread's".  The common case first: a
  * block of another heap's segment (a remote free), or of this thread's heap
  * when that heap has no fast-path tag. */
-/* The page of p when p passes the quick check in a heap's segment (the
- * region map names a heap), else NULL: the common case of a remote free and
- * of malloc_usable_size. */
-HAK_INLINE hak_page_t *hak_quick_page(const void *p) {
-    uint16_t tag = hak_segmap_get_acquire(p);
-    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
-        hak_page_t *page = hak_page_of(hak_segment_of(p), p);
-        if (hak_likely(hak_free_quick(page, p))) return page;
-    }
-    return NULL;
-}
 
 void hak_free_slow(void *p) {
     hak_page_t *page = hak_quick_page(p);

@@ -347,6 +347,25 @@ HAK_INLINE bool hak_wide_block(const hak_page_t *page, const void *p) {
 HAK_INLINE bool hak_carved_block(const hak_page_t *page, size_t offset) {
     return offset * page->div_magic < atomic_load_explicit(&page->carved_limit, memory_order_relaxed);
 }
+/* The quick check: p is the start of a carved block of page (a page without
+ * aligned blocks, not huge: carved_limit is 0 for those) that is not free. */
+HAK_INLINE bool hak_free_quick(const hak_page_t *page, const void *p) {
+    return hak_carved_block(page, (uintptr_t)p - (uintptr_t)page->start) &&
+           ((const hak_block_t *)p)->key != page->free_key;
+}
+
+/* The page of p when p passes the quick check in a heap's segment (the
+ * region map names a heap), else NULL: the common case of a remote free and
+ * of malloc_usable_size and realloc. */
+HAK_INLINE hak_page_t *hak_quick_page(const void *p) {
+    uint16_t tag = hak_segmap_get_acquire(p);
+    if (hak_likely(tag >= HAK_TAG_FIRST && tag <= HAK_TAG_LAST)) {
+        hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+        if (hak_likely(hak_free_quick(page, p))) return page;
+    }
+    return NULL;
+}
+
 /* flags and capacity are written by the owner and read by remote
  * freers validating a pointer: relaxed atomics (plain moves on x86). */
 #define HAK_RELAXED(x) atomic_load_explicit(&(x), memory_order_relaxed)

@@ -75,6 +75,7 @@ $(BUILD)/$(SONAME) $(BUILD)/debug/$(SONAME) $(BUILD)/stats/$(SONAME): %/$(SONAME
 -include bench/bench.mk
 -include mk/install.mk
 -include mk/compat.mk
+-include mk/attack.mk
 
 # make soak: minutes-long run per profile, RSS drift and syscalls per op (bench/soak.sh)
 soak: release $(BUILD)/bench/soak

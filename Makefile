@@ -4,6 +4,8 @@
 #   make stats      stats:   build/stats/libhakmem.so (counts every allocation and free per class)
 #   make test       the whole test suite (tests/run_tests.sh), ends with "N passed, N failed"
 #   make bench      the allocator comparison (bench/run.py); QUICK=1 for a short run
+#   make attack     the attack suite under hakmem, glibc and the peers: misuse caught
+#                   per family (mk/attack.mk, tests/attack/, docs/security.md)
 #   make ARCH=aarch64   cross-build for 64-bit Arm into build/aarch64/ (docs/build.md);
 #                   any CC whose target is not the host's builds into build/<arch>/
 #   make test-aarch64   the aarch64 suite under qemu (tests/aarch64.mk)
@@ -75,6 +77,7 @@ $(BUILD)/$(SONAME) $(BUILD)/debug/$(SONAME) $(BUILD)/stats/$(SONAME): %/$(SONAME
 -include bench/bench.mk
 -include mk/install.mk
 -include mk/compat.mk
+-include mk/attack.mk
 
 # make soak: minutes-long run per profile, RSS drift and syscalls per op (bench/soak.sh)
 soak: release $(BUILD)/bench/soak

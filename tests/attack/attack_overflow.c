@@ -1,0 +1,96 @@
+/* attack_overflow.c -- writes past a block's requested size or before its
+ * start, then frees and allocates around it; and a string that runs off
+ * its block.
+ *   attack_overflow over|under store|memcpy BYTES SIZE
+ *   attack_overflow string SIZE
+ * Caught: the program stops before "SURVIVED" (for string: strlen stops at
+ * the block's end, or the read faults).
+ */
+#include <malloc.h>
+#include "attack.h"
+
+#define NEIGHBOURS 8
+#define MIB ((size_t)1 << 20)
+
+static char source[MIB];   /* what memcpy writes (0x41 bytes) */
+
+static void overflow(int under, int by_memcpy, size_t k, size_t n)
+{
+    char *nb[2 * NEIGHBOURS], *p;
+    /* neighbours on both sides, half of them freed, so the write lands on
+     * live and free blocks (or the allocator's metadata) */
+    for (int i = 0; i < NEIGHBOURS; i++)
+        nb[i] = malloc(n);
+    p = malloc(n);
+    for (int i = NEIGHBOURS; i < 2 * NEIGHBOURS; i++)
+        nb[i] = malloc(n);
+    if (!p)
+        attack_setup_failed("malloc");
+    for (int i = 0; i < 2 * NEIGHBOURS; i++) {
+        if (!nb[i])
+            attack_setup_failed("malloc");
+        memset(nb[i], 1, n);
+    }
+    for (int i = 0; i < 2 * NEIGHBOURS; i += 2) {
+        free(nb[i]);
+        nb[i] = NULL;
+    }
+    memset(p, 2, n);
+
+    volatile char *dst = under ? p - k : p + n;
+    if (by_memcpy) {
+        memset(source, 0x41, k);
+        memcpy((char *)dst, source, k);
+    } else {
+        for (size_t i = 0; i < k; i++)
+            dst[i] = 0x41;
+    }
+
+    /* chances to notice: free the block and its neighbours, reuse the size */
+    free(p);
+    for (int i = 0; i < 2 * NEIGHBOURS; i++)
+        free(nb[i]);
+    void *q[2 * NEIGHBOURS + 1];
+    for (int i = 0; i <= 2 * NEIGHBOURS; i++)
+        q[i] = malloc(n);
+    for (int i = 0; i <= 2 * NEIGHBOURS; i++)
+        free(q[i]);
+}
+
+/* fill the whole usable size with non-zero bytes: does a string end there? */
+static void string_overflow(size_t n)
+{
+    char *nb[NEIGHBOURS];
+    for (int i = 0; i < NEIGHBOURS; i++) {   /* live, non-zero neighbours */
+        nb[i] = malloc(n);
+        if (!nb[i])
+            attack_setup_failed("malloc");
+        memset(nb[i], 'b', malloc_usable_size(nb[i]));
+    }
+    char *p = nb[NEIGHBOURS / 2];
+    size_t usable = malloc_usable_size(p);
+    memset(p, 'a', usable);
+    size_t len = strlen(p);
+    attack_say("strlen %zu, usable size %zu\n", len, usable);
+    if (len > usable)
+        attack_survived();
+    attack_say("string ends at the block's end\n");
+    exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    attack_begin();
+    if (argc == 3 && !strcmp(argv[1], "string")) {
+        string_overflow(attack_size_arg(argc, argv, 2));
+    }
+    if (argc < 5)
+        attack_setup_failed("usage: attack_overflow over|under store|memcpy BYTES SIZE");
+    int under = !strcmp(argv[1], "under");
+    int by_memcpy = !strcmp(argv[2], "memcpy");
+    size_t k = attack_size_arg(argc, argv, 3), n = attack_size_arg(argc, argv, 4);
+    if (k > MIB)
+        attack_setup_failed("at most 1 MiB");
+    overflow(under, by_memcpy, k, n);
+    attack_survived();
+}

@@ -54,14 +54,20 @@ HAK_PROF_ENTRY HAK_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t
 /* delete */
 HAK_CXX void _ZdlPv(void *p) { hak_free_inline(p); }
 HAK_CXX void _ZdaPv(void *p) { hak_free_inline(p); }
-HAK_CXX void _ZdlPvm(void *p, size_t n) { (void)n; hak_free_inline(p); }
-HAK_CXX void _ZdaPvm(void *p, size_t n) { (void)n; hak_free_inline(p); }
+/* sized forms: the size is checked against the block (misuse: a delete
+ * through the wrong type, new[] freed by a sized delete) */
+static inline void hak_delete_sized_aligned(void *p, size_t n) {
+    if (hak_likely(p != NULL)) hak_check_delete_size(p, n, true);
+    hak_free_inline(p);
+}
+HAK_CXX void _ZdlPvm(void *p, size_t n) { hak_free_sized_inline(p, n); }
+HAK_CXX void _ZdaPvm(void *p, size_t n) { hak_free_sized_inline(p, n); }
 HAK_CXX void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; hak_free_inline(p); }
 HAK_CXX void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; hak_free_inline(p); }
 HAK_CXX void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; hak_free_inline(p); }
 HAK_CXX void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; hak_free_inline(p); }
-HAK_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; hak_free_inline(p); }
-HAK_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; hak_free_inline(p); }
+HAK_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; hak_delete_sized_aligned(p, n); }
+HAK_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; hak_delete_sized_aligned(p, n); }
 HAK_CXX void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; hak_free_inline(p); }
 HAK_CXX void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; hak_free_inline(p); }
 #endif

@@ -280,16 +280,16 @@ void hak_free_slow(void *p) {
 
 /* Everything the quick check does not pass: NULL, foreign (glibc's) blocks,
  * huge blocks, aligned blocks, sampled blocks, free blocks, and misuse. */
-static HAK_NOINLINE size_t hak_usable_checked(const void *p) {
+static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
     if (p == NULL) return 0;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
         size_t n = hak_foreign_usable(p);
-        if (!n) hak_fatal("malloc_usable_size()", "invalid pointer (not allocated by hakmem)", p);
+        if (!n) hak_fatal(op, "invalid pointer (not allocated by hakmem)", p);
         return n;
     }
     hak_page_t *page;
-    uint8_t *block = (uint8_t *)hak_block_in(seg, p, "malloc_usable_size()", &page);
+    uint8_t *block = (uint8_t *)hak_block_in(seg, p, op, &page);
     if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
     return page->block_size - (size_t)((const uint8_t *)p - block);
 }
@@ -300,5 +300,22 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p) {
  * not free -- then the block is the page's block size. */
 size_t hak_usable_size(const void *p) {
     const hak_page_t *page = hak_quick_page(p);
-    return hak_likely(page != NULL) ? page->block_size : hak_usable_checked(p);
+    return hak_likely(page != NULL) ? page->block_size : hak_usable_checked(p, "malloc_usable_size()");
+}
+
+/* ---- operator delete's size ---- */
+
+/* A sized operator delete passes the size the program allocated: it must be
+ * one whose allocation could have returned p -- of the block's class on a
+ * page without flags (the quick check's pages), at most the usable size
+ * otherwise (aligned, sampled, huge and foreign blocks, and every aligned
+ * delete, whose block may be of a larger class).  A block the quick check
+ * refuses (free, misuse) is measured by the complete check, and free then
+ * reports what it is. */
+void hak_check_delete_size(const void *p, size_t n, bool aligned) {
+    const hak_page_t *page = hak_quick_page(p);
+    bool ok = page == NULL ? n <= hak_usable_checked(p, "operator delete()") :
+              aligned ? n <= page->block_size : hak_size_class(n) == page->class_idx;
+    if (hak_unlikely(!ok))
+        hak_fatal("operator delete()", "size does not match the block (sized delete)", p);
 }

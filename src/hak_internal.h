@@ -210,6 +210,9 @@ void hak_heaps_unlock_after_fork(bool child);
 
 /* ---- pages (hak_page.c) ---- */
 void *hak_malloc_slow(size_t size, hak_heap_t *heap);  /* size first: it is already in the first argument register */
+/* a sized operator delete's size against p's block; fatal if no allocation
+ * of n bytes (n-aligned: aligned) could have returned p (hak_free.c) */
+void hak_check_delete_size(const void *p, size_t n, bool aligned);
 /* the miss of a class up to 2 KiB: page is the class's current page (hak_page.c) */
 void *hak_malloc_refill(size_t size, hak_heap_t *heap, hak_page_t *page);
 void  hak_page_free_collect(hak_page_t *page);
@@ -421,7 +424,7 @@ HAK_INLINE void *hak_malloc_inline(size_t size) { return hak_heap_malloc_inline(
  * page comes from the segment's slice table; then the misuse checks (block
  * boundary, not already free) and a local push.  Everything else -- remote
  * frees, full pages, aligned blocks, huge blocks, misuse -- is the slow path. */
-HAK_INLINE void hak_free_inline(void *p) {
+HAK_INLINE void hak_free_common(void *p, bool sized, size_t n) {
     uintptr_t unit = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMAP_ENTRIES - 1);
     if (hak_likely(atomic_load_explicit(&hak_segmap[unit], memory_order_relaxed) == hak_tls.tag)) {
         hak_segment_t *seg = (hak_segment_t *)(unit << HAK_SEGMENT_SHIFT);
@@ -430,6 +433,8 @@ HAK_INLINE void hak_free_inline(void *p) {
         if (hak_likely((hak_local_block(page, (uint16_t)(uintptr_t)p) ||    /* small page */
                         hak_wide_block(page, p)) &&                          /* medium, large */
                        b->key != page->local_key)) {
+            /* operator delete's size: of the block's class (reported there) */
+            if (sized && hak_unlikely(hak_size_class(n) != page->class_idx)) hak_check_delete_size(p, n, false);
             if (HAK_STATS_FULL_ENABLED) hak_stat_inc(hak_tls.heap->st_frees[page->class_idx]);
             b->next = page->local_free;
             b->key = page->local_key;
@@ -437,11 +442,16 @@ HAK_INLINE void hak_free_inline(void *p) {
             if (hak_unlikely(--page->used == 0)) hak_page_retire(page);
             return;
         }
+        if (sized) hak_check_delete_size(p, n, false);
         hak_free_local_slow(page, p);   /* this thread's page with flags, or misuse */
         return;
     }
+    if (sized && p != NULL) hak_check_delete_size(p, n, false);
     hak_free_slow(p);
 }
+HAK_INLINE void hak_free_inline(void *p) { hak_free_common(p, false, 0); }
+/* a sized operator delete's free: the same, and the size checked */
+HAK_INLINE void hak_free_sized_inline(void *p, size_t n) { hak_free_common(p, true, n); }
 
 /* ---- heap profiles (hak_profile.c) ---- */
 void *hak_profile_malloc(size_t size, size_t align, bool zero);   /* the countdown went negative */

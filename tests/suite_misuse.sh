@@ -33,6 +33,8 @@ for v in release debug; do
     # is alone on its large page, which may go back at the first free)
     expect misuse.$v.aligned_double_free "$so" aligned_double_free $ABRT "^hakmem: free\(\): double free (of|or stale pointer \(its page was already released\)) $P"
     expect misuse.$v.aligned_ok         "$so" aligned_ok         0 "^ok$"
+    expect misuse.$v.sized_delete_wrong "$so" sized_delete_wrong $ABRT "^hakmem: operator delete\(\): size does not match the block \(sized delete\) $P"
+    expect misuse.$v.sized_delete_ok    "$so" sized_delete_ok    0 "^ok$"
     expect misuse.$v.freed_key_encoded  "$so" freed_key          0 "^key_ok key="
     expect misuse.$v.realloc_foreign    "$so" realloc_foreign    $ABRT "^hakmem: realloc\(\): invalid pointer \(not allocated by hakmem\) $P"
     expect misuse.$v.realloc_freed      "$so" realloc_freed      $ABRT "^hakmem: realloc\(\): pointer already freed $P"

@@ -74,10 +74,33 @@ static void *generation(void *arg) {
     return NULL;
 }
 
+/* C++'s operator new and sized operator delete (Itanium names), as the
+ * preloaded library exports them */
+static void *cxx_new(size_t n) {
+    void *(*f)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+    if (!f) { fprintf(stderr, "test_misuse: no _Znwm\n"); exit(2); }
+    return f(n);
+}
+static void cxx_delete_sized(void *p, size_t n) {
+    void (*f)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+    if (!f) { fprintf(stderr, "test_misuse: no _ZdlPvm\n"); exit(2); }
+    f(p, n);
+}
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (!strcmp(c, "double_free")) {
+    if (!strcmp(c, "sized_delete_wrong")) {      /* new(24), delete(p, 200): another class */
+        void *p = cxx_new(24); sink = p;
+        cxx_delete_sized(p, 200);
+    } else if (!strcmp(c, "sized_delete_ok")) {  /* every size of each block's class passes */
+        for (size_t n = 0; n <= 70000; n += (n < 4096 ? 1 : 97)) {
+            void *p = cxx_new(n); sink = p;
+            cxx_delete_sized(p, n);
+        }
+        puts("ok");
+        return 0;
+    } else if (!strcmp(c, "double_free")) {
         char *p = malloc(40); sink = p;
         free(p); free(p);
     } else if (!strcmp(c, "double_free_remote")) {

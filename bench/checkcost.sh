@@ -38,9 +38,12 @@ edit(root + "/src/hak_internal.h", [
      "page->flags == 0)", True),
     ("            b->key = 0;\n", "", False),                       # malloc: no key to clear
     ("            b->key = page->local_key;\n", "", False),         # free: no key to write
+    (" &&\n           ((const hak_block_t *)p)->key != page->free_key;", ";", False),   # the quick check
+])
+edit(root + "/src/hak_page.c", [
+    ("        page->free = b->next;\n        b->key = 0;\n", "        page->free = b->next;\n", False),   # the refill
 ])
 edit(root + "/src/hak_free.c", [
-    (" &&\n           ((const hak_block_t *)p)->key != page->free_key;", ";", False),
     ('if (hak_block_is_free(seg, page, b, "free()")) hak_fatal("free()", "double free of", p);', "", False),
 ])
 PY

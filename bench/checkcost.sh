@@ -41,7 +41,7 @@ edit(root + "/src/hak_internal.h", [
     (" &&\n           ((const hak_block_t *)p)->key != page->free_key;", ";", False),   # the quick check
 ])
 edit(root + "/src/hak_page.c", [
-    ("        page->free = b->next;\n        b->key = 0;\n", "        page->free = b->next;\n", False),   # the refill
+    ("    *list = b->next;\n    b->key = 0;\n", "    *list = b->next;\n", False),   # hak_page_pop: refills, medium
 ])
 edit(root + "/src/hak_free.c", [
     ('if (hak_block_is_free(seg, page, b, "free()")) hak_fatal("free()", "double free of", p);', "", False),

@@ -27,14 +27,6 @@ HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
     return hak_calloc_total(total);
 }
 
-/* Resize p.  Keeps the block when the new size fits and wastes at most half
- * of it; huge blocks move pages with mremap; otherwise allocate, copy, free.
- * The new size is sampled for heap profiles as malloc's is when realloc takes
- * a new block or resizes a huge one, and the growth when it grows a large
- * block in place; a block kept in place is not (nothing is allocated; a
- * sampled block kept keeps its sample, with the new size).  A
- * sampled block (HAK_PAGE_SAMPLED) that moves leaves the profile with its
- * free; the new block is sampled, or not, as any. */
 /* realloc's move: a new block, the copy, the old block's free */
 static HAK_PROF_ENTRY void *hak_realloc_move(void *p, size_t size, size_t usable) {
     void *q = hak_malloc_sampled(size);
@@ -46,6 +38,14 @@ static HAK_PROF_ENTRY void *hak_realloc_move(void *p, size_t size, size_t usable
     return q;
 }
 
+/* Resize p.  Keeps the block when the new size fits and wastes at most half
+ * of it; huge blocks move pages with mremap; otherwise allocate, copy, free.
+ * The new size is sampled for heap profiles as malloc's is when realloc takes
+ * a new block or resizes a huge one, and the growth when it grows a large
+ * block in place; a block kept in place is not (nothing is allocated; a
+ * sampled block kept keeps its sample, with the new size).  A
+ * sampled block (HAK_PAGE_SAMPLED) that moves leaves the profile with its
+ * free; the new block is sampled, or not, as any. */
 HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
     if (p == NULL) return hak_malloc_sampled(size);
     if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */

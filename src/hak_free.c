@@ -133,7 +133,6 @@ void hak_heap_process_delayed(hak_heap_t *heap) {
 
 /* ---- validation ---- */
 
-
 /* The block an aligned allocation handed out at an interior offset names
  * itself in the block's first word (hak_aligned_mark); any other pointer
  * into a block names the block's start. */
@@ -269,7 +268,6 @@ void hak_free_local_slow(hak_page_t *page, void *p) {
 /* The region map does not say "this thread's".  The common case first: a
  * block of another heap's segment (a remote free), or of this thread's heap
  * when that heap has no fast-path tag. */
-
 void hak_free_slow(void *p) {
     hak_page_t *page = hak_quick_page(p);
     if (hak_likely(page != NULL)) hak_free_block(hak_segment_of(p), page, p);

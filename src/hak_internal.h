@@ -210,9 +210,6 @@ void hak_heaps_unlock_after_fork(bool child);
 
 /* ---- pages (hak_page.c) ---- */
 void *hak_malloc_slow(size_t size, hak_heap_t *heap);  /* size first: it is already in the first argument register */
-/* a sized operator delete's size against p's block; fatal if no allocation
- * of n bytes (n-aligned: aligned) could have returned p (hak_free.c) */
-void hak_check_delete_size(const void *p, size_t n, bool aligned);
 /* the miss of a class up to 2 KiB: page is the class's current page (hak_page.c) */
 void *hak_malloc_refill(size_t size, hak_heap_t *heap, hak_page_t *page);
 void  hak_page_free_collect(hak_page_t *page);
@@ -236,6 +233,9 @@ extern void (*hak_sampled_freed)(void *p);
 /* ---- free (hak_free.c): everything the inline fast free does not finish ---- */
 void  hak_free_slow(void *p);                        /* region map: not this thread's */
 void  hak_free_local_slow(hak_page_t *page, void *p); /* region map: this thread's */
+/* a sized operator delete's size against p's block; fatal if no allocation
+ * of n bytes (n-aligned: aligned) could have returned p (hak_free.c) */
+void hak_check_delete_size(const void *p, size_t n, bool aligned);
 void  hak_heap_process_delayed(hak_heap_t *heap);
 hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out);
 /* Is block b of page (in seg) free?  The one test behind every report of a

@@ -378,6 +378,17 @@ HAK_INLINE bool hak_nothing_to_collect(const hak_heap_t *heap, hak_page_t *page)
            atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL;
 }
 
+/* The common refill of a page whose free list ran dry: this thread's own
+ * frees become the allocation list, when there are some and no remote or
+ * delayed frees wait to be collected.  False: hak_find_page's job. */
+HAK_INLINE bool hak_quick_refill(hak_heap_t *heap, hak_page_t *page) {
+    if (page->local_free == NULL || !hak_nothing_to_collect(heap, page)) return false;
+    page->free = page->local_free;
+    page->local_free = NULL;
+    hak_page_check(page);   /* debug build */
+    return true;
+}
+
 /* Hand out the head of list, a list of page's. */
 HAK_INLINE void *hak_page_pop(hak_heap_t *heap, hak_page_t *page, hak_block_t **list, unsigned cls) {
     hak_block_t *b = *list;
@@ -404,17 +415,7 @@ static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
         hak_block_t **list = hak_medium_list(page);   /* large classes (above 64 KiB) */
         if (hak_likely(*list != NULL)) return hak_page_pop(heap, page, list, cls);
     }
-    if (page && !page->free) {
-        /* The common refill: this thread's own frees become the allocation
-         * list, when no remote or delayed frees wait to be collected. */
-        if (page->local_free && hak_nothing_to_collect(heap, page)) {
-            page->free = page->local_free;
-            page->local_free = NULL;
-            hak_page_check(page);   /* debug build */
-        } else {
-            page = NULL;
-        }
-    }
+    if (page && !page->free && !hak_quick_refill(heap, page)) page = NULL;
     if (!page) {
         hak_stat_inc(heap->st_slow);
         page = hak_find_page(heap, cls);
@@ -432,16 +433,7 @@ static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
  * frees wait -- needs neither the class nor the queue; everything else is
  * hak_malloc_general's. */
 void *hak_malloc_refill(size_t size, hak_heap_t *heap, hak_page_t *page) {
-    hak_block_t *b = page->local_free;
-    if (hak_likely(b != NULL) && hak_nothing_to_collect(heap, page)) {
-        page->local_free = NULL;
-        page->free = b->next;
-        b->key = 0;
-        page->used++;
-        hak_page_check(page);   /* debug build */
-        if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[page->class_idx]);
-        return b;
-    }
+    if (hak_likely(hak_quick_refill(heap, page))) return hak_page_pop(heap, page, &page->free, page->class_idx);
     return hak_malloc_general(size, heap);
 }
 

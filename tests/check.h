@@ -120,6 +120,19 @@ static int chk_common_option(int argc, char **argv, int *i)
     return 1;
 }
 
+/* main's arguments for a test that takes only the common options: 0, or 2
+ * after a usage message */
+__attribute__((unused))
+static int chk_parse_options(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!chk_common_option(argc, argv, &i)) {
+            fprintf(stderr, "usage: %s [-p PREFIX] [-t TEST]\n", argv[0]);
+            return 2;
+        }
+    return 0;
+}
+
 #define RUN_TEST(fn)                                                          \
     do {                                                                      \
         if (chk_only && strcmp(chk_only, #fn))                                \

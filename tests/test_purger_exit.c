@@ -119,11 +119,8 @@ static void test_fork_from_thread(void)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!chk_common_option(argc, argv, &i)) {
-            fprintf(stderr, "usage: %s [-p PREFIX] [-t TEST]\n", argv[0]);
-            return 2;
-        }
+    if (chk_parse_options(argc, argv))
+        return 2;
     RUN_TEST(main_pthread_exit);
     RUN_TEST(fork_from_thread);
     return check_exit_code();

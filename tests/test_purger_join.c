@@ -91,11 +91,8 @@ static void test_join_alloc(void)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!chk_common_option(argc, argv, &i)) {
-            fprintf(stderr, "usage: %s [-p PREFIX] [-t TEST]\n", argv[0]);
-            return 2;
-        }
+    if (chk_parse_options(argc, argv))
+        return 2;
     RUN_TEST(join_idle);
     RUN_TEST(join_alloc);
     return check_exit_code();

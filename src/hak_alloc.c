@@ -60,6 +60,12 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
         return hak_realloc_move(p, size, usable);
     }
     hak_segment_t *seg = hak_segment_of_checked(p);
+    if (hak_unlikely(!seg) && hak_zero_owns(p)) {   /* malloc(0)'s: nothing to copy */
+        if (!hak_zero_live(p)) hak_fatal("realloc()", "pointer already freed", p);
+        void *q = hak_malloc_sampled(size);
+        if (q) hak_zero_free(p, "realloc()");
+        return q;
+    }
     if (hak_unlikely(!seg)) {
         size_t old = hak_foreign_usable(p);               /* a glibc block: move it to hakmem */
         if (!old) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
@@ -169,7 +175,7 @@ HAK_EXPORT void hakmem_free_aligned_sized(void *p, size_t align, size_t size) {
     hak_free_inline(p);
 }
 
-HAK_EXPORT int hakmem_owns(const void *p) { return hak_segment_of_checked(p) != NULL; }
+HAK_EXPORT int hakmem_owns(const void *p) { return hak_segment_of_checked(p) != NULL || hak_zero_owns(p); }
 HAK_EXPORT const char *hakmem_version(void) { return HAKMEM_VERSION_STRING; }
 
 HAK_ALIAS(malloc, hakmem_malloc)

@@ -59,6 +59,10 @@ static HAK_NOINLINE void *hak_aligned_zeroed(size_t n, size_t size) {
  * Unsampled: hak_malloc_aligned below is the sampled entry. */
 void *hak_aligned_plain(size_t size, size_t align, bool zero) {
     if (align <= HAK_MIN_ALIGN) return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
+    if (size == 0 && !hak_tls_exiting) {   /* malloc(0)'s kind of block, aligned (hak_zero.c) */
+        void *z = hak_zero_alloc(align);
+        if (z) return z;
+    }
     if (size > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
     size_t n = hak_round_up(size ? size : 1, align);   /* (size <= PTRDIFF_MAX: no overflow) */
     if (hak_likely(align <= ((size_t)1 << HAK_SLICE_SHIFT) && n <= HAK_LARGE_MAX)) {

@@ -239,7 +239,7 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
     if (p == NULL) return;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
-        if (hak_foreign_free(p)) return;
+        if (hak_zero_free(p, "free()") || hak_foreign_free(p)) return;
         hak_fatal("free()", "invalid pointer (not allocated by hakmem)", p);
     }
     hak_page_t *page;
@@ -282,6 +282,10 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
     if (p == NULL) return 0;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
+        if (hak_zero_owns(p)) {   /* malloc(0)'s */
+            if (!hak_zero_live(p)) hak_fatal(op, "invalid pointer (not a live malloc(0) block)", p);
+            return 0;
+        }
         size_t n = hak_foreign_usable(p);
         if (!n) hak_fatal(op, "invalid pointer (not allocated by hakmem)", p);
         return n;

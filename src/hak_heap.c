@@ -509,7 +509,7 @@ static bool hak_fork_heap_ok(const hak_heap_t *h) {
         if (!hak_fork_queue_ok(h, &h->queues[c], (int)c, &budget)) return false;
     if (!hak_fork_queue_ok(h, &h->full, -1, &budget)) return false;
     for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) {
-        const hak_page_t *first = h->queues[hak_size_class(i << 4)].first;
+        const hak_page_t *first = i == 0 ? NULL : h->queues[hak_size_class(i << 4)].first;
         if (h->direct[i] != (first ? first : &hak_page_empty)) return false;
     }
     /* the segments with free slots, and the purge accounting they carry */

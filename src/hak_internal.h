@@ -212,6 +212,9 @@ void hak_heaps_unlock_after_fork(bool child);
 void *hak_malloc_slow(size_t size, hak_heap_t *heap);  /* size first: it is already in the first argument register */
 /* the miss of a class up to 2 KiB: page is the class's current page (hak_page.c) */
 void *hak_malloc_refill(size_t size, hak_heap_t *heap, hak_page_t *page);
+/* Fatal: b, the head of one of page's free lists, lost its key -- a write
+ * after free or an overflow from the block before it (hak_page.c) */
+__attribute__((noreturn, cold)) void hak_page_block_written(const hak_page_t *page, const hak_block_t *b);
 void  hak_page_free_collect(hak_page_t *page);
 void  hak_page_retire(hak_page_t *page);  /* heap: the page's segment's */
 void  hak_queue_set_direct(hak_heap_t *heap, unsigned cls);
@@ -268,6 +271,12 @@ void  hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls);
 bool  hak_segment_span_grow(hak_heap_t *heap, hak_page_t *page, unsigned cls);  /* false: no room */
 void  hak_queue_push_back(hak_heap_t *heap, hak_page_t *page);
 void  hak_segment_move(hak_heap_t *from, hak_heap_t *to, hak_segment_t *seg); /* hakmem_heap_delete */
+
+/* ---- malloc(0)'s blocks (hak_zero.c): 16-byte slots of a PROT_NONE region ---- */
+void *hak_zero_alloc(size_t align);               /* NULL: none (the caller serves an ordinary block) */
+bool  hak_zero_owns(const void *p);               /* inside the region */
+bool  hak_zero_live(const void *p);               /* a live block of the region */
+bool  hak_zero_free(const void *p, const char *op); /* false: not the region's; fatal: misuse */
 
 /* ---- huge blocks (hak_huge.c) ---- */
 void *hak_huge_alloc(size_t size, size_t align, bool zero);
@@ -406,6 +415,8 @@ HAK_INLINE void *hak_heap_malloc_inline(hak_heap_t *heap, size_t size) {
         hak_page_t *page = heap->direct[(size + 15) >> 4];
         hak_block_t *b = page->free;
         if (hak_likely(b != NULL)) {
+            /* a free block holds the page's key: else it was written to */
+            if (hak_unlikely(b->key != page->local_key)) hak_page_block_written(page, b);
             page->free = b->next;
             b->key = 0;
             page->used++;

@@ -15,7 +15,9 @@ static hak_page_queue_t *hak_queue_of(hak_heap_t *heap, hak_page_t *page) {
 void hak_queue_set_direct(hak_heap_t *heap, unsigned cls) {
     if (cls > hak_size_class(HAK_DIRECT_MAX)) return;   /* a constant: no call for the classes above */
     size_t hi_size = hak_class_size(cls);
-    size_t lo = cls == 0 ? 0 : (hak_class_size(cls - 1) >> 4) + 1, hi = hi_size >> 4;
+    /* direct[0], size 0, stays the empty page: malloc(0) takes the slow path
+     * to a block that faults when touched (hak_zero.c) */
+    size_t lo = cls == 0 ? 1 : (hak_class_size(cls - 1) >> 4) + 1, hi = hi_size >> 4;
     hak_page_t *page = heap->queues[cls].first ? heap->queues[cls].first : &hak_page_empty;
     for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
 }
@@ -134,8 +136,11 @@ static void hak_page_extend(hak_page_t *page) {
     uint32_t step = bsize >= 4096 ? 1 : bsize >= 1024 ? 4 : (uint32_t)(4096 / bsize);
     if (n > step) n = step;
     uint8_t *first = page->start + (size_t)page->capacity * bsize;
-    for (uint32_t i = 0; i + 1 < n; i++) ((hak_block_t *)(first + i * bsize))->next = (hak_block_t *)(first + (i + 1) * bsize);
-    ((hak_block_t *)(first + (size_t)(n - 1) * bsize))->next = page->free;
+    for (uint32_t i = 0; i < n; i++) {
+        hak_block_t *b = (hak_block_t *)(first + i * bsize);
+        b->next = i + 1 < n ? (hak_block_t *)(first + (i + 1) * bsize) : page->free;
+        b->key = page->free_key;   /* what malloc's pop checks */
+    }
     page->free = (hak_block_t *)first;
     HAK_SET_RELAXED(page->capacity, page->capacity + n);
     hak_page_update_limit(page);
@@ -389,9 +394,19 @@ HAK_INLINE bool hak_quick_refill(hak_heap_t *heap, hak_page_t *page) {
     return true;
 }
 
-/* Hand out the head of list, a list of page's. */
+/* A free block whose key word is not its page's: the program wrote to it
+ * after its free, or ran past the end of the block before it (or before
+ * the start of the one after).  Reported before the block's link is
+ * followed, so the corrupted link is never handed out. */
+void hak_page_block_written(const hak_page_t *page, const hak_block_t *b) {
+    (void)page;
+    hak_fatal("malloc()", "free block written to (a write after free, or an overflow of a neighbouring block) at", b);
+}
+
+/* Hand out the head of list, a list of page's (its key checked). */
 HAK_INLINE void *hak_page_pop(hak_heap_t *heap, hak_page_t *page, hak_block_t **list, unsigned cls) {
     hak_block_t *b = *list;
+    if (hak_unlikely(b->key != page->free_key)) hak_page_block_written(page, b);
     *list = b->next;
     b->key = 0;
     page->used++;
@@ -408,6 +423,10 @@ static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
         hak_stat_inc(heap->st_slow);
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[HAK_CLASS_COUNT]);
         return hak_huge_alloc(size, HAK_MIN_ALIGN, false);
+    }
+    if (size == 0 && !heap->pub_owner) {   /* heap->direct[0] sends malloc(0) here */
+        void *z = hak_zero_alloc(HAK_MIN_ALIGN);
+        if (z) return z;
     }
     unsigned cls = hak_size_class(size);
     hak_page_t *page = heap->queues[cls].first;

@@ -87,6 +87,12 @@ static void cxx_delete_sized(void *p, size_t n) {
     f(p, n);
 }
 
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    return x < y ? -1 : x > y;
+}
+static void qsort_ptrs(void **v, size_t n) { qsort(v, n, sizeof *v, cmp_ptr); }
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -137,6 +143,60 @@ int main(int argc, char **argv) {
             fprintf(stderr, "test_misuse: unknown case '%s'\n", c);
             return 2;
         }
+    } else if (!strcmp(c, "written_after_free")) {
+        /* a write after free over the block's key word: malloc stops before it
+         * hands the block out (one block carved at a time from 4 KiB up) */
+        char *keep = malloc(20000), *p = malloc(20000); sink = keep;
+        free(p);
+        memset(p, 0x41, 16);
+        for (int i = 0; i < 4; i++) sink = malloc(20000);
+    } else if (!strcmp(c, "overflow_into_free")) {
+        /* an overflow past a block's usable size into the free block after it */
+        char *a = malloc(20000), *b = malloc(20000), *keep = malloc(20000); sink = keep;
+        if (b != a + malloc_usable_size(a)) { printf("blocks not adjacent\n"); return 3; }
+        free(b);
+        memset(a, 0x41, malloc_usable_size(a) + 16);
+        for (int i = 0; i < 4; i++) sink = malloc(20000);
+    } else if (!strcmp(c, "zero_read")) {       /* malloc(0)'s block faults when read */
+        volatile char *p = malloc(0); sink = (void *)p;
+        printf("SURVIVED %d\n", p[0]);
+    } else if (!strcmp(c, "zero_write")) {
+        char *p = calloc(0, 1); sink = p;
+        ((volatile char *)p)[0] = 1;
+    } else if (!strcmp(c, "zero_double_free")) {
+        char *p = malloc(0); sink = p;
+        free(p); free(p);
+    } else if (!strcmp(c, "zero_ok")) {         /* zero-size blocks in correct use */
+        enum { LIVE = 300000 };   /* more than the region has slots */
+        void **z = malloc(LIVE * sizeof *z);
+        for (int i = 0; i < LIVE; i++) {
+            z[i] = malloc(0);
+            if (!z[i]) { printf("malloc(0) %d: NULL\n", i); return 1; }
+        }
+        qsort_ptrs(z, LIVE);
+        for (int i = 1; i < LIVE; i++)
+            if (z[i] == z[i - 1]) { printf("malloc(0) twice %p\n", z[i]); return 1; }
+        for (int i = 0; i < LIVE; i++) free(z[i]);
+        free(z);
+        char *p = malloc(0);
+        if (malloc_usable_size(p) != 0) { printf("usable %zu\n", malloc_usable_size(p)); return 1; }
+        p = realloc(p, 10);                   /* moves to an ordinary block */
+        memset(p, 1, 10);
+        free(p);
+        void *a = NULL;
+        if (posix_memalign(&a, 256, 0) || !a || (uintptr_t)a % 256) { printf("memalign(256, 0) %p\n", a); return 1; }
+        free(a);
+        a = aligned_alloc(4096, 0);            /* beyond the region's alignments: ordinary */
+        if (!a || (uintptr_t)a % 4096) { printf("aligned_alloc(4096, 0) %p\n", a); return 1; }
+        free(a);
+        p = realloc(NULL, 0);
+        if (!p) { printf("realloc(NULL, 0) NULL\n"); return 1; }
+        free(p);
+        free_in_thread(malloc(0));             /* a free from another thread */
+        p = cxx_new(0);
+        cxx_delete_sized(p, 0);
+        puts("ok");
+        return 0;
     } else if (!strcmp(c, "corrupt_list_double_free")) {
         /* a double free whose confirmation walks into a link the program
          * overwrote after a free: reported as what it is */

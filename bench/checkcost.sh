@@ -4,7 +4,8 @@
 # Builds two libraries from this tree in a scratch directory: "checked" (the
 # tree as it is) and "unchecked" (the same source with the interior-pointer
 # and double-free checks taken out: the fast free tests only the page flags,
-# no free key is written or cleared, the slow paths skip the key tests).  Then
+# no free key is written, cleared or checked when malloc pops a block, the
+# slow paths skip the key tests).  Then
 # runs each workload under callgrind with both and prints the difference.
 # random_mixed is measured as instructions per operation, (I(2N) - I(N)) / N,
 # like bench/callgrind.sh; the other workloads as whole-run totals.  Each run
@@ -36,12 +37,16 @@ def edit(path, pairs):
 edit(root + "/src/hak_internal.h", [
     (r"\(hak_local_block\(page, \(uint16_t\)\(uintptr_t\)p\) \|\|.*?b->key != page->local_key\)",
      "page->flags == 0)", True),
-    ("            b->key = 0;\n", "", False),                       # malloc: no key to clear
+    ("            if (hak_unlikely(b->key != page->local_key)) hak_page_block_written(page, b);\n", "", False),
+                                                                   # malloc: no key to check
+    ("            b->key = 0;\n", "", False),                       # ... or to clear
     ("            b->key = page->local_key;\n", "", False),         # free: no key to write
     (" &&\n           ((const hak_block_t *)p)->key != page->free_key;", ";", False),   # the quick check
 ])
 edit(root + "/src/hak_page.c", [
+    ("    if (hak_unlikely(b->key != page->free_key)) hak_page_block_written(page, b);\n", "", False),
     ("    *list = b->next;\n    b->key = 0;\n", "    *list = b->next;\n", False),   # hak_page_pop: refills, medium
+    ("        b->key = page->free_key;   /* what malloc's pop checks */\n", "", False),   # carving
 ])
 edit(root + "/src/hak_free.c", [
     ('if (hak_block_is_free(seg, page, b, "free()")) hak_fatal("free()", "double free of", p);', "", False),

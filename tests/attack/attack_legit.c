@@ -5,6 +5,12 @@
  *   calloc_zeroed  a dirtied block freed, then calloc of the size: all zero
  *   realloc_keeps  realloc up and down keeps the contents
  *   free_null      free(NULL), realloc(NULL, n), malloc_usable_size(NULL)
+ *   usable_fill    every byte of malloc_usable_size written, in a run of
+ *                  neighbours, then all freed and the size allocated again
+ *   stale_copy     a block copied whole (stale free-list words included) from
+ *                  one reused after its free, into a live block then freed
+ *                  (glibc's tst-tcfree3 idea: old metadata in program data)
+ *   zero_grow      malloc(0), then realloc to n and the n bytes written
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -72,6 +78,46 @@ static int run(const char *c, size_t n)
         free(NULL);
         void *p = realloc(NULL, 32);
         int ok = p && malloc_usable_size(NULL) == 0;
+        free(p);
+        return ok;
+    } else if (!strcmp(c, "usable_fill")) {
+        unsigned char *b[16];
+        for (int i = 0; i < 16; i++) {
+            if (!(b[i] = malloc(n)))
+                return 0;
+            memset(b[i], 0x5a, malloc_usable_size(b[i]));
+        }
+        for (int i = 0; i < 16; i++)
+            free(b[i]);
+        for (int i = 0; i < 16; i++)
+            if (!(b[i] = malloc(n)))
+                return 0;
+        for (int i = 0; i < 16; i++)
+            free(b[i]);
+        return 1;
+    } else if (!strcmp(c, "stale_copy")) {
+        for (int round = 0; round < 64; round++) {
+            unsigned char *a = malloc(n), *live = malloc(n);
+            if (!a || !live)
+                return 0;
+            free(a);
+            unsigned char *again = malloc(n);   /* most likely a's slot: its old words */
+            if (!again)
+                return 0;
+            memcpy(live, again, n);             /* uninitialized bytes, as a program may */
+            free(live);
+            free(again);
+        }
+        return 1;
+    } else if (!strcmp(c, "zero_grow")) {
+        unsigned char *p = malloc(0);
+        if (!p)
+            return 0;
+        p = realloc(p, n);
+        if (!p)
+            return 0;
+        memset(p, 3, n);
+        int ok = all_bytes(p, n, 3);
         free(p);
         return ok;
     }

@@ -1,4 +1,5 @@
-/* hak_crash.c -- a short report when SIGSEGV or SIGBUS hits inside hakmem.
+/* hak_crash.c -- a short report when SIGSEGV or SIGBUS hits inside hakmem,
+ * or hits the guarded region of guarded sampling (hak_guard.c).
  *
  * Installed by the library constructor (HAKMEM_CRASH_HANDLER=1, the default),
  * on top of whatever the program had installed before.  Costs nothing on the
@@ -13,6 +14,10 @@
  *    kernel does for a fault) and the handler returns: the faulting
  *    instruction runs again and the signal goes where it would have gone
  *    without hakmem (core dump, or the program's handler).
+ *  - A SIGSEGV fault at an address of the guarded region, whatever code made
+ *    it, is explained by hak_crash_explain (hak_guard.c: heap overflow,
+ *    underflow or use after free, with the block and its stacks, printed by
+ *    hak_crash_print_frames); then as above, the fault runs again.
  *  - Any other SIGSEGV/SIGBUS -- a fault in the program's own code, or a
  *    signal sent with kill(), raise(), pthread_kill() or sigqueue() (si_code
  *    <= 0: there is nothing to re-execute) -- gets the previous disposition's
@@ -57,6 +62,7 @@ static bool hak_text_all_ours;               /* libhakmem.so: all of that segmen
 static uintptr_t hak_bias;                   /* its load bias */
 static char hak_path[512];                   /* its file */
 static const char *hak_crash_variant;
+bool (*hak_crash_explain)(const void *addr);   /* hak_internal.h: registered by hak_guard.c */
 
 /* ---- reading the symbol table (async-signal-safe) ---- */
 
@@ -188,6 +194,81 @@ out:
     return result;
 }
 
+/* ---- frames with their file and offset (async-signal-safe) ---- */
+
+#define HAK_FRAMES_MAX 32
+typedef struct hak_where_s {
+    char file[HAK_NAME_MAX];
+    uintptr_t off;
+} hak_where_t;
+
+static uintptr_t hak_hex(const char **s, const char *end) {
+    uintptr_t v = 0;
+    for (; *s < end; (*s)++) {
+        char c = **s;
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+        if (d == 16) break;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* One line of /proc/self/maps, "lo-hi perms offset dev inode path": the
+ * frames it holds get the path and their offset in the file. */
+static void hak_maps_line(const char *s, const char *end, void *const *frames, unsigned n, hak_where_t *w) {
+    uintptr_t lo = hak_hex(&s, end);
+    if (s < end) s++;
+    uintptr_t hi = hak_hex(&s, end);
+    for (int field = 0; field < 2 && s < end; field++) {     /* perms, then the offset */
+        while (s < end && *s == ' ') s++;
+        if (field == 0) while (s < end && *s != ' ') s++;
+    }
+    uintptr_t off = hak_hex(&s, end);
+    for (int field = 0; field < 2 && s < end; field++) {     /* dev, inode */
+        while (s < end && *s == ' ') s++;
+        while (s < end && *s != ' ') s++;
+    }
+    while (s < end && *s == ' ') s++;
+    if (s == end) return;
+    for (unsigned k = 0; k < n; k++) {
+        uintptr_t a = (uintptr_t)frames[k];
+        if (a < lo || a >= hi || w[k].file[0]) continue;
+        size_t len = (size_t)(end - s) < HAK_NAME_MAX - 1 ? (size_t)(end - s) : HAK_NAME_MAX - 1;
+        memcpy(w[k].file, s, len);
+        w[k].file[len] = 0;
+        w[k].off = a - lo + off;
+    }
+}
+
+void hak_crash_print_frames(void *const *frames, unsigned n) {
+    hak_where_t w[HAK_FRAMES_MAX];
+    if (n > HAK_FRAMES_MAX) n = HAK_FRAMES_MAX;
+    for (unsigned k = 0; k < n; k++) w[k].file[0] = 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[2048];
+        size_t have = 0;
+        for (;;) {
+            ssize_t r = read(fd, buf + have, sizeof buf - have);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            have += (size_t)r;
+            size_t start = 0;
+            for (size_t e = 0; e < have; e++)
+                if (buf[e] == '\n') { hak_maps_line(buf + start, buf + e, frames, n, w); start = e + 1; }
+            if (start == 0 && have == sizeof buf) start = have;   /* a line longer than the buffer: dropped */
+            memmove(buf, buf + start, have - start);
+            have -= start;
+        }
+        close(fd);
+    }
+    if (n == 0) hak_message("hakmem:   (no stack: the unwinder was not loaded yet)\n");
+    for (unsigned k = 0; k < n; k++) {
+        if (w[k].file[0]) hak_message("hakmem:   #%u %p (%s+%p)\n", k, frames[k], w[k].file, (void *)w[k].off);
+        else hak_message("hakmem:   #%u %p\n", k, frames[k]);
+    }
+}
+
 /* ---- the handler ---- */
 
 static void hak_crash_set(int sig, void (*handler)(int)) {
@@ -243,7 +324,10 @@ static void hak_crash_handler(int sig, siginfo_t *si, void *ctx) {
 #ifdef BUS_MCEERR_AO
     if (sig == SIGBUS && fault && si->si_code == BUS_MCEERR_AO) fault = false;
 #endif
-    if (fault && ctx && hak_crash_report(sig, si, ctx)) {
+    /* a fault in the guarded region (hak_guard.c), whoever's code made it;
+     * else one in hakmem's code */
+    bool guarded = fault && sig == SIGSEGV && hak_crash_explain && hak_crash_explain(si->si_addr);
+    if (guarded || (fault && ctx && hak_crash_report(sig, si, ctx))) {
         /* the previous disposition gets the re-executed fault */
         if (old->sa_handler == SIG_IGN) hak_crash_set(sig, SIG_DFL);
         else sigaction(sig, old, NULL);
@@ -295,6 +379,13 @@ static int hak_find_self(struct dl_phdr_info *info, size_t size, void *arg) {
         return 1;
     }
     return 0;
+}
+
+bool hak_self_text(uintptr_t *lo, uintptr_t *hi) {
+    if (!hak_text_hi) dl_iterate_phdr(hak_find_self, NULL);
+    *lo = hak_text_lo;
+    *hi = hak_text_hi;
+    return hak_text_hi && hak_text_all_ours;
 }
 
 void hak_crash_install(void) {

@@ -10,7 +10,8 @@
  *         carved block, not free -- the common remote free
  *                 |  fails: hak_free_checked -- NULL, glibc's blocks, huge
  *                 |  blocks, aligned blocks, sampled blocks (heap profiles:
- *                 |  hak_sampled_freed), misuse (reported, abort)
+ *                 |  hak_sampled_freed), guarded blocks (hak_guard_hooks),
+ *                 |  misuse (reported, abort)
  *                 v
  *         hak_free_block: the owner frees locally, any other thread pushes
  *         onto the page's remote list (hak_free_remote)
@@ -20,6 +21,7 @@
 #include "hak_purge.h"   /* the slot lock (hak_block_is_free) */
 
 void (*hak_sampled_freed)(void *p);   /* hak_internal.h: registered by hak_profile.c */
+hak_guard_hooks_t hak_guard_hooks;    /* hak_internal.h: registered by hak_guard.c */
 
 /* ---- local and remote frees of a validated block ---- */
 
@@ -239,6 +241,7 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
     if (p == NULL) return;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
+        if (hak_guard_hooks.free && hak_guard_hooks.free(p)) return;   /* a guarded block */
         if (hak_foreign_free(p)) return;
         hak_fatal("free()", "invalid pointer (not allocated by hakmem)", p);
     }
@@ -282,7 +285,9 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
     if (p == NULL) return 0;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
-        size_t n = hak_foreign_usable(p);
+        size_t n;
+        if (hak_guard_hooks.usable && hak_guard_hooks.usable(p, op, &n)) return n;   /* a guarded block */
+        n = hak_foreign_usable(p);
         if (!n) hak_fatal(op, "invalid pointer (not allocated by hakmem)", p);
         return n;
     }

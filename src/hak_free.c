@@ -312,13 +312,17 @@ size_t hak_usable_size(const void *p) {
  * one whose allocation could have returned p -- of the block's class on a
  * page without flags (the quick check's pages), at most the usable size
  * otherwise (aligned, sampled, huge and foreign blocks, and every aligned
- * delete, whose block may be of a larger class).  A block the quick check
+ * delete, whose block may be of a larger class); exactly the size a guarded
+ * block was allocated with.  A block the quick check
  * refuses (free, misuse) is measured by the complete check, and free then
  * reports what it is. */
 void hak_check_delete_size(const void *p, size_t n, bool aligned) {
     const hak_page_t *page = hak_quick_page(p);
-    bool ok = page == NULL ? n <= hak_usable_checked(p, "operator delete()") :
-              aligned ? n <= page->block_size : hak_size_class(n) == page->class_idx;
+    size_t size;
+    bool ok = page != NULL ? (aligned ? n <= page->block_size : hak_size_class(n) == page->class_idx) :
+              /* a guarded block knows the size it was allocated with */
+              hak_guard_hooks.usable && hak_guard_hooks.usable(p, "operator delete()", &size) ? n == size :
+              n <= hak_usable_checked(p, "operator delete()");
     if (hak_unlikely(!ok))
         hak_fatal("operator delete()", "size does not match the block (sized delete)", p);
 }

@@ -12,6 +12,8 @@
 #                            stacks: the allocation's frame in site_alloc,
 #                            the free's in site_free (file+offset, checked
 #                            against nm)
+#   guard.sized_delete_*     a sized delete of a guarded block passes its exact
+#                            size, and only that
 #   guard.off                with the option unset the same overflow is not
 #                            caught (the cases can fail)
 #   guard.maps               the mappings stay bounded under a heavy loop
@@ -38,6 +40,13 @@ if [[ -x $T/test_cxx ]]; then
 fi
 if [[ -x $T/test_stress ]]; then
     run_bin guard.stress 60 env HAKMEM_GUARD_SAMPLE=8192 LD_PRELOAD="$REL_SO" "$T/test_stress" -p guard.stress -s 0.3 --expect-hakmem
+fi
+
+# a sized delete of a guarded block must pass the size it was allocated with
+if [[ -x $T/test_misuse ]]; then
+    expect_report guard.sized_delete_ok 0 "^ok$" env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$REL_SO" "$T/test_misuse" sized_delete_ok
+    expect_report guard.sized_delete_wrong $ABRT "size does not match the block" \
+        env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$REL_SO" "$T/test_misuse" sized_delete_wrong
 fi
 
 # [lo, hi) of function $1 in the test binary, in hex, from nm -S

@@ -65,7 +65,7 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
          * glibc block moves to hakmem */
         bool guarded = hak_guard_owns(p);
         size_t old = guarded ? hak_usable_size(p) : hak_foreign_usable(p);
-        if (!old) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
+        if (!old && !guarded) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
         void *q = hak_malloc_sampled(size);
         if (!q) return NULL;
         memcpy(q, p, old < size ? old : size);

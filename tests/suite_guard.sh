@@ -12,6 +12,8 @@
 #                            stacks: the allocation's frame in site_alloc,
 #                            the free's in site_free (file+offset, checked
 #                            against nm)
+#   guard.zero_first         a guarded block of 0 bytes (the first malloc)
+#                            grows by realloc
 #   guard.sized_delete_*     a sized delete of a guarded block passes its exact
 #                            size, and only that
 #   guard.off                with the option unset the same overflow is not
@@ -41,6 +43,8 @@ fi
 if [[ -x $T/test_stress ]]; then
     run_bin guard.stress 60 env HAKMEM_GUARD_SAMPLE=8192 LD_PRELOAD="$REL_SO" "$T/test_stress" -p guard.stress -s 0.3 --expect-hakmem
 fi
+
+expect_report guard.zero_first 0 "^zero: usable 0, ok$" env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$REL_SO" "$BIN" zero
 
 # a sized delete of a guarded block must pass the size it was allocated with
 if [[ -x $T/test_misuse ]]; then

@@ -5,6 +5,7 @@
  *                           placement, realloc growth and shrink, calloc,
  *                           the aligned allocations, malloc_usable_size,
  *                           a free from another thread, fork
+ *   test_guard zero         malloc(0) first, then realloc: "zero: ... ok"
  *   test_guard maps N       a heavy allocation loop; prints the most lines
  *                           /proc/self/maps had ("maps: before B, max M")
  *   test_guard CASE         a misuse that must end the process:
@@ -74,6 +75,20 @@ static void test_realloc(void) {
     }
     free(p);
     CHECK(realloc(malloc(100), 0) == NULL);
+}
+
+/* The first malloc of the program, malloc(0), meets a countdown the loader's
+ * allocations left negative: a guarded block of 0 bytes, which must grow as
+ * any (main's first call in "zero" mode). */
+static int zero_first(void) {
+    char *z = malloc(0);
+    size_t usable = malloc_usable_size(z);
+    z = realloc(z, 10);
+    if (!z) return 1;
+    memset(z, 1, 10);
+    free(z);
+    printf("zero: usable %zu, ok\n", usable);
+    return 0;
 }
 
 static void test_calloc(void) {
@@ -225,6 +240,7 @@ static int misuse(const char *what) {
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "zero")) return zero_first();
     if (argc >= 2 && !strcmp(argv[1], "maps")) return maps_loop(argc > 2 ? atol(argv[2]) : 1000000);
     if (argc >= 2 && strcmp(argv[1], "correct") != 0 && argv[1][0] != '-') return misuse(argv[1]);
     int first = argc >= 2 && !strcmp(argv[1], "correct") ? 1 : 0;

@@ -7,6 +7,9 @@
  *    countdown, hak_tls.sample_left; when it goes negative they call
  *    hak_profile_malloc.  It starts at 0, so each thread's first allocation
  *    comes here once: with sampling off the countdown is set to INT64_MAX.
+ *    Guarded sampling (HAKMEM_GUARD_SAMPLE, hak_guard.c) shares it: it runs
+ *    to the nearer of the next sample and the next guarded block
+ *    (hak_sample_due), and hak_profile_malloc makes either or both.
  *  - The intervals are drawn from an exponential distribution of mean
  *    HAKMEM_SAMPLE_BYTES, so every byte is sampled with the same probability
  *    and the profile is an unbiased estimate (pprof's heap_v2 unsampling).

@@ -157,8 +157,9 @@ void hak_crash_install(void);                  /* hak_crash.c */
  * function that explains a fault at an address of its region (true: it did);
  * async-signal-safe. */
 extern bool (*hak_crash_explain)(const void *addr);
-/* Frames as hex addresses with their file and offset (/proc/self/maps), one
- * line each on stderr; async-signal-safe. */
+/* Frames (at most 16) as hex addresses with their function (the file's
+ * symbols), file and offset (/proc/self/maps), one line each on stderr;
+ * async-signal-safe. */
 void hak_crash_print_frames(void *const *frames, unsigned n);
 /* hakmem's executable segment; true if all of it is hakmem's (the shared
  * library), false if hakmem is linked into the program. */

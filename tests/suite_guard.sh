@@ -11,7 +11,7 @@
 #                            free", "double free"), the block's size and the
 #                            stacks: the allocation's frame in site_alloc,
 #                            the free's in site_free (file+offset, checked
-#                            against nm)
+#                            against nm; site_alloc also named)
 #   guard.zero_first         a guarded block of 0 bytes (the first malloc)
 #                            grows by realloc
 #   guard.sized_delete_*     a sized delete of a guarded block passes its exact
@@ -81,6 +81,8 @@ report() {
         fail "$name" "the allocation's stack lacks site_alloc: $(head -c 600 <<<"$out")"
     elif (($5)) && ! has_frame "$(sed -n '/freed by/,$p' <<<"$out")" site_free; then
         fail "$name" "the free's stack lacks site_free: $(head -c 600 <<<"$out")"
+    elif ! grep -Eq "^hakmem:   #[0-9]+ 0x[0-9a-f]+ site_alloc\+0x[0-9a-f]+ \(" <<<"$out"; then
+        fail "$name" "site_alloc not named in the stack: $(head -c 600 <<<"$out")"
     else
         pass "$name"
     fi

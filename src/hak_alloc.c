@@ -67,12 +67,16 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
         return q;
     }
     if (hak_unlikely(!seg)) {
-        size_t old = hak_foreign_usable(p);               /* a glibc block: move it to hakmem */
-        if (!old) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
+        /* a guarded block always moves (its end stays at the guard page); a
+         * glibc block moves to hakmem */
+        bool guarded = hak_guard_owns(p);
+        size_t old = guarded ? hak_usable_size(p) : hak_foreign_usable(p);
+        if (!old && !guarded) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
         void *q = hak_malloc_sampled(size);
         if (!q) return NULL;
         memcpy(q, p, old < size ? old : size);
-        hak_foreign_free(p);
+        if (guarded) hak_free_inline(p);
+        else hak_foreign_free(p);
         return q;
     }
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, "realloc()", &page);
@@ -175,7 +179,9 @@ HAK_EXPORT void hakmem_free_aligned_sized(void *p, size_t align, size_t size) {
     hak_free_inline(p);
 }
 
-HAK_EXPORT int hakmem_owns(const void *p) { return hak_segment_of_checked(p) != NULL || hak_zero_owns(p); }
+HAK_EXPORT int hakmem_owns(const void *p) {
+    return hak_segment_of_checked(p) != NULL || hak_zero_owns(p) || hak_guard_owns(p);
+}
 HAK_EXPORT const char *hakmem_version(void) { return HAKMEM_VERSION_STRING; }
 
 HAK_ALIAS(malloc, hakmem_malloc)

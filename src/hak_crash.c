@@ -1,4 +1,5 @@
-/* hak_crash.c -- a short report when SIGSEGV or SIGBUS hits inside hakmem.
+/* hak_crash.c -- a short report when SIGSEGV or SIGBUS hits inside hakmem,
+ * or hits the guarded region of guarded sampling (hak_guard.c).
  *
  * Installed by the library constructor (HAKMEM_CRASH_HANDLER=1, the default),
  * on top of whatever the program had installed before.  Costs nothing on the
@@ -13,6 +14,11 @@
  *    kernel does for a fault) and the handler returns: the faulting
  *    instruction runs again and the signal goes where it would have gone
  *    without hakmem (core dump, or the program's handler).
+ *  - A SIGSEGV fault at an address of the guarded region, whatever code made
+ *    it, is explained by hak_crash_explain (hak_guard.c: heap overflow,
+ *    underflow or use after free, with the block and its stacks, printed by
+ *    hak_crash_print_frames, which names each frame's function from its
+ *    file's symbol table); then as above, the fault runs again.
  *  - Any other SIGSEGV/SIGBUS -- a fault in the program's own code, or a
  *    signal sent with kill(), raise(), pthread_kill() or sigqueue() (si_code
  *    <= 0: there is nothing to re-execute) -- gets the previous disposition's
@@ -57,6 +63,7 @@ static bool hak_text_all_ours;               /* libhakmem.so: all of that segmen
 static uintptr_t hak_bias;                   /* its load bias */
 static char hak_path[512];                   /* its file */
 static const char *hak_crash_variant;
+bool (*hak_crash_explain)(const void *addr);   /* hak_internal.h: registered by hak_guard.c */
 
 /* ---- reading the symbol table (async-signal-safe) ---- */
 
@@ -105,87 +112,237 @@ static void hak_cand_add(hak_cand_t *c, unsigned *n, unsigned max, uintptr_t lo,
     if (*n < max) { c[*n].lo = lo; c[*n].name_off = name_off; c[*n].name[0] = 0; (*n)++; }
 }
 
+/* ---- symbol tables (async-signal-safe: open, lseek, read) ---- */
+
+/* An ELF file's function symbols: .symtab, else .dynsym, and their names. */
+typedef struct hak_syms_s {
+    int fd;
+    ElfW(Ehdr) eh;
+    ElfW(Shdr) sym, str;
+} hak_syms_t;
+
+/* Open path's symbols; false (nothing left open) if it has none to read. */
+static bool hak_syms_open(hak_syms_t *t, const char *path) {
+    t->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (t->fd < 0) return false;
+    ElfW(Shdr) sh;
+    bool have = false;
+    if (hak_read_at(t->fd, 0, &t->eh, sizeof t->eh) && memcmp(t->eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+        t->eh.e_ident[EI_CLASS] == HAK_ELFCLASS && t->eh.e_shentsize == sizeof(ElfW(Shdr))) {
+        for (int pass = 0; pass < 2 && !have; pass++) {
+            for (unsigned i = 0; i < t->eh.e_shnum && !have; i++) {
+                if (!hak_read_at(t->fd, t->eh.e_shoff + (uint64_t)i * sizeof sh, &sh, sizeof sh)) break;
+                if (sh.sh_type == (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM)) { t->sym = sh; have = true; }
+            }
+        }
+    }
+    if (have && t->sym.sh_entsize == sizeof(ElfW(Sym)) && t->sym.sh_link < t->eh.e_shnum &&
+        hak_read_at(t->fd, t->eh.e_shoff + (uint64_t)t->sym.sh_link * sizeof sh, &t->str, sizeof t->str))
+        return true;
+    close(t->fd);
+    return false;
+}
+
+/* fn(arg, address, size, name offset) for each function the file defines,
+ * its address the symbol's value plus bias; false on a read error. */
+static bool hak_syms_each(const hak_syms_t *t, uintptr_t bias, void (*fn)(void *, uintptr_t, size_t, uint32_t),
+                          void *arg) {
+    ElfW(Sym) chunk[32];
+    size_t count = t->sym.sh_size / sizeof(ElfW(Sym));
+    for (size_t i = 0; i < count; i += 32) {
+        size_t n = count - i < 32 ? count - i : 32;
+        if (!hak_read_at(t->fd, t->sym.sh_offset + i * sizeof(ElfW(Sym)), chunk, n * sizeof(ElfW(Sym)))) return false;
+        for (size_t j = 0; j < n; j++) {
+            const ElfW(Sym) *y = &chunk[j];
+            if ((y->st_info & 0xf) != STT_FUNC || y->st_shndx == SHN_UNDEF || y->st_size == 0) continue;
+            fn(arg, bias + y->st_value, y->st_size, y->st_name);
+        }
+    }
+    return true;
+}
+
+/* The name at offset off, at most HAK_NAME_MAX - 1 bytes, in out ("" if
+ * off is out of range); false on a read error. */
+static bool hak_syms_name(const hak_syms_t *t, uint32_t off, char *out) {
+    out[0] = 0;
+    if (off >= t->str.sh_size) return true;
+    size_t n = t->str.sh_size - off;
+    if (n > HAK_NAME_MAX - 1) n = HAK_NAME_MAX - 1;
+    if (!hak_read_at(t->fd, t->str.sh_offset + off, out, n)) return false;
+    out[n] = 0;
+    return true;
+}
+
+typedef struct hak_func_scan_s {
+    uintptr_t pc, self, pub;
+    hak_scan_t s;
+} hak_func_scan_t;
+
+static void hak_func_step(void *arg, uintptr_t lo, size_t size, uint32_t name) {
+    hak_func_scan_t *f = arg;
+    if (f->pc >= lo && f->pc - lo < size) hak_cand_add(f->s.at_pc, &f->s.n_pc, HAK_CANDIDATES, lo, name);
+    if (lo == f->self || lo == f->pub) hak_cand_add(f->s.check, &f->s.n_check, 2, lo, name);
+}
+
 /* Name the function of hakmem holding pc in out (HAK_NAME_MAX bytes).
  * Returns 1 if found, 0 if pc is in no function of hakmem, -1 if that
  * cannot be told: the symbols could not be read, do not belong to the loaded
  * file, or are only .dynsym (which lacks the internal functions). */
 static int hak_func_at(uintptr_t pc, char *out) {
+    hak_syms_t t;
+    if (!hak_syms_open(&t, hak_path)) return -1;
     int result = -1;
-    int fd = open(hak_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ElfW(Ehdr) eh;
-    ElfW(Shdr) sh, symsec = { 0 }, strsec;
-    bool have = false;
-    if (!hak_read_at(fd, 0, &eh, sizeof eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_ident[EI_CLASS] != HAK_ELFCLASS || eh.e_shentsize != sizeof(ElfW(Shdr)))
-        goto out;
-    for (int pass = 0; pass < 2 && !have; pass++) {
-        for (unsigned i = 0; i < eh.e_shnum && !have; i++) {
-            if (!hak_read_at(fd, eh.e_shoff + (uint64_t)i * sizeof sh, &sh, sizeof sh)) goto out;
-            if (sh.sh_type == (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM)) { symsec = sh; have = true; }
-        }
-    }
-    if (!have || symsec.sh_entsize != sizeof(ElfW(Sym)) || symsec.sh_link >= eh.e_shnum ||
-        !hak_read_at(fd, eh.e_shoff + (uint64_t)symsec.sh_link * sizeof sh, &strsec, sizeof strsec))
-        goto out;
-
-    hak_scan_t s;
-    s.n_pc = s.n_check = 0;
-    uintptr_t self = (uintptr_t)&hak_crash_install, pub = (uintptr_t)&hakmem_build_variant;
-    ElfW(Sym) chunk[32];
-    size_t count = symsec.sh_size / sizeof(ElfW(Sym));
-    for (size_t i = 0; i < count; i += 32) {
-        size_t n = count - i < 32 ? count - i : 32;
-        if (!hak_read_at(fd, symsec.sh_offset + i * sizeof(ElfW(Sym)), chunk, n * sizeof(ElfW(Sym)))) goto out;
-        for (size_t j = 0; j < n; j++) {
-            const ElfW(Sym) *y = &chunk[j];
-            if ((y->st_info & 0xf) != STT_FUNC || y->st_shndx == SHN_UNDEF || y->st_size == 0) continue;
-            uintptr_t lo = hak_bias + y->st_value;
-            if (pc >= lo && pc - lo < y->st_size) hak_cand_add(s.at_pc, &s.n_pc, HAK_CANDIDATES, lo, y->st_name);
-            if (lo == self || lo == pub) hak_cand_add(s.check, &s.n_check, 2, lo, y->st_name);
-        }
-    }
+    hak_func_scan_t f = { pc, (uintptr_t)&hak_crash_install, (uintptr_t)&hakmem_build_variant, { .n_pc = 0 } };
+    hak_scan_t *s = &f.s;
+    uintptr_t self = f.self, pub = f.pub;
+    if (!hak_syms_each(&t, hak_bias, hak_func_step, &f)) goto out;
     /* the names, at most HAK_NAME_MAX - 1 bytes each */
     hak_cand_t *all[HAK_CANDIDATES + 2];
     unsigned n_all = 0;
-    for (unsigned i = 0; i < s.n_pc; i++) all[n_all++] = &s.at_pc[i];
-    for (unsigned i = 0; i < s.n_check; i++) all[n_all++] = &s.check[i];
-    for (unsigned i = 0; i < n_all; i++) {
-        hak_cand_t *c = all[i];
-        if (c->name_off >= strsec.sh_size) continue;
-        size_t n = strsec.sh_size - c->name_off;
-        if (n > HAK_NAME_MAX - 1) n = HAK_NAME_MAX - 1;
-        if (!hak_read_at(fd, strsec.sh_offset + c->name_off, c->name, n)) goto out;
-        c->name[n] = 0;
-    }
+    for (unsigned i = 0; i < s->n_pc; i++) all[n_all++] = &s->at_pc[i];
+    for (unsigned i = 0; i < s->n_check; i++) all[n_all++] = &s->check[i];
+    for (unsigned i = 0; i < n_all; i++)
+        if (!hak_syms_name(&t, all[i]->name_off, all[i]->name)) goto out;
     /* this file is the one loaded: hak_crash_install (or, in a file with
      * only .dynsym, hakmem_build_variant) is where it is in memory */
     bool valid = false;
-    for (unsigned i = 0; i < s.n_check; i++)
-        valid |= (s.check[i].lo == self && hak_same(s.check[i].name, "hak_crash_install")) ||
-                 (s.check[i].lo == pub && hak_same(s.check[i].name, "hakmem_build_variant"));
+    for (unsigned i = 0; i < s->n_check; i++)
+        valid |= (s->check[i].lo == self && hak_same(s->check[i].name, "hak_crash_install")) ||
+                 (s->check[i].lo == pub && hak_same(s->check[i].name, "hakmem_build_variant"));
     if (!valid) goto out;
     /* hakmem's if one of the names is; then the best-known of its aliases */
     const char *best = NULL;
     result = 0;
-    for (unsigned i = 0; i < s.n_pc; i++) {
-        if (!hak_is_own_name(s.at_pc[i].name)) continue;
-        for (unsigned k = 0; k < s.n_pc; k++)
-            if (s.at_pc[k].lo == s.at_pc[i].lo && s.at_pc[k].name[0] &&
-                (!best || hak_name_rank(s.at_pc[k].name) < hak_name_rank(best)))
-                best = s.at_pc[k].name;
+    for (unsigned i = 0; i < s->n_pc; i++) {
+        if (!hak_is_own_name(s->at_pc[i].name)) continue;
+        for (unsigned k = 0; k < s->n_pc; k++)
+            if (s->at_pc[k].lo == s->at_pc[i].lo && s->at_pc[k].name[0] &&
+                (!best || hak_name_rank(s->at_pc[k].name) < hak_name_rank(best)))
+                best = s->at_pc[k].name;
     }
     if (best) {
         size_t n = 0;
         while (best[n] && n < HAK_NAME_MAX - 1) { out[n] = best[n]; n++; }
         out[n] = 0;
         result = 1;
-    } else if (symsec.sh_type != SHT_SYMTAB) {
+    } else if (t.sym.sh_type != SHT_SYMTAB) {
         result = -1;
     }
 out:
-    close(fd);
+    close(t.fd);
     return result;
+}
+
+typedef struct hak_frame_scan_s {
+    uintptr_t at, lo;
+    uint32_t name;
+    bool found;
+} hak_frame_scan_t;
+
+static void hak_frame_step(void *arg, uintptr_t lo, size_t size, uint32_t name) {
+    hak_frame_scan_t *f = arg;
+    if (!f->found && f->at >= lo && f->at - lo < size) { f->lo = lo; f->name = name; f->found = true; }
+}
+
+/* The function of file path whose code lies at file offset off (a return
+ * address's: the call before it is looked up): its name in out, and off's
+ * distance from its start in *delta.  False if the file does not tell. */
+static bool hak_sym_at(const char *path, uintptr_t off, char *out, uintptr_t *delta) {
+    hak_syms_t t;
+    if (!hak_syms_open(&t, path)) return false;
+    hak_frame_scan_t f = { 0, 0, 0, false };
+    bool mapped = false;
+    ElfW(Phdr) ph;
+    for (unsigned i = 0; t.eh.e_phentsize == sizeof ph && i < t.eh.e_phnum && !mapped; i++) {
+        if (!hak_read_at(t.fd, t.eh.e_phoff + (uint64_t)i * sizeof ph, &ph, sizeof ph)) break;
+        if (ph.p_type == PT_LOAD && off > ph.p_offset && off - ph.p_offset <= ph.p_filesz) {
+            f.at = off - ph.p_offset + ph.p_vaddr - 1;   /* the load segment: the offset's address */
+            mapped = true;
+        }
+    }
+    bool ok = mapped && hak_syms_each(&t, 0, hak_frame_step, &f) && f.found && hak_syms_name(&t, f.name, out) && out[0];
+    if (ok) *delta = f.at + 1 - f.lo;
+    close(t.fd);
+    return ok;
+}
+
+/* ---- frames with their file and offset (async-signal-safe) ---- */
+
+#define HAK_FRAMES_MAX 16   /* (the handler may run on a small alternate stack) */
+typedef struct hak_where_s {
+    char file[HAK_NAME_MAX];
+    uintptr_t off;
+} hak_where_t;
+
+static uintptr_t hak_hex(const char **s, const char *end) {
+    uintptr_t v = 0;
+    for (; *s < end; (*s)++) {
+        char c = **s;
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+        if (d == 16) break;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* One line of /proc/self/maps, "lo-hi perms offset dev inode path": the
+ * frames it holds get the path and their offset in the file. */
+static void hak_maps_line(const char *s, const char *end, void *const *frames, unsigned n, hak_where_t *w) {
+    uintptr_t lo = hak_hex(&s, end);
+    if (s < end) s++;
+    uintptr_t hi = hak_hex(&s, end);
+    for (int field = 0; field < 2 && s < end; field++) {     /* perms, then the offset */
+        while (s < end && *s == ' ') s++;
+        if (field == 0) while (s < end && *s != ' ') s++;
+    }
+    uintptr_t off = hak_hex(&s, end);
+    for (int field = 0; field < 2 && s < end; field++) {     /* dev, inode */
+        while (s < end && *s == ' ') s++;
+        while (s < end && *s != ' ') s++;
+    }
+    while (s < end && *s == ' ') s++;
+    if (s == end) return;
+    for (unsigned k = 0; k < n; k++) {
+        uintptr_t a = (uintptr_t)frames[k];
+        if (a < lo || a >= hi || w[k].file[0]) continue;
+        size_t len = (size_t)(end - s) < HAK_NAME_MAX - 1 ? (size_t)(end - s) : HAK_NAME_MAX - 1;
+        memcpy(w[k].file, s, len);
+        w[k].file[len] = 0;
+        w[k].off = a - lo + off;
+    }
+}
+
+void hak_crash_print_frames(void *const *frames, unsigned n) {
+    hak_where_t w[HAK_FRAMES_MAX];
+    if (n > HAK_FRAMES_MAX) n = HAK_FRAMES_MAX;
+    for (unsigned k = 0; k < n; k++) w[k].file[0] = 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[1024];
+        size_t have = 0;
+        for (;;) {
+            ssize_t r = read(fd, buf + have, sizeof buf - have);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            have += (size_t)r;
+            size_t start = 0;
+            for (size_t e = 0; e < have; e++)
+                if (buf[e] == '\n') { hak_maps_line(buf + start, buf + e, frames, n, w); start = e + 1; }
+            if (start == 0 && have == sizeof buf) start = have;   /* a line longer than the buffer: dropped */
+            memmove(buf, buf + start, have - start);
+            have -= start;
+        }
+        close(fd);
+    }
+    if (n == 0) hak_message("hakmem:   (no stack: the unwinder was not loaded yet)\n");
+    for (unsigned k = 0; k < n; k++) {
+        char name[HAK_NAME_MAX];
+        uintptr_t delta;
+        if (!w[k].file[0]) hak_message("hakmem:   #%u %p\n", k, frames[k]);
+        else if (hak_sym_at(w[k].file, w[k].off, name, &delta))
+            hak_message("hakmem:   #%u %p %s+%p (%s+%p)\n", k, frames[k], name, (void *)delta, w[k].file, (void *)w[k].off);
+        else hak_message("hakmem:   #%u %p (%s+%p)\n", k, frames[k], w[k].file, (void *)w[k].off);
+    }
 }
 
 /* ---- the handler ---- */
@@ -243,7 +400,10 @@ static void hak_crash_handler(int sig, siginfo_t *si, void *ctx) {
 #ifdef BUS_MCEERR_AO
     if (sig == SIGBUS && fault && si->si_code == BUS_MCEERR_AO) fault = false;
 #endif
-    if (fault && ctx && hak_crash_report(sig, si, ctx)) {
+    /* a fault in the guarded region (hak_guard.c), whoever's code made it;
+     * else one in hakmem's code */
+    bool guarded = fault && sig == SIGSEGV && hak_crash_explain && hak_crash_explain(si->si_addr);
+    if (guarded || (fault && ctx && hak_crash_report(sig, si, ctx))) {
         /* the previous disposition gets the re-executed fault */
         if (old->sa_handler == SIG_IGN) hak_crash_set(sig, SIG_DFL);
         else sigaction(sig, old, NULL);
@@ -295,6 +455,13 @@ static int hak_find_self(struct dl_phdr_info *info, size_t size, void *arg) {
         return 1;
     }
     return 0;
+}
+
+bool hak_self_text(uintptr_t *lo, uintptr_t *hi) {
+    if (!hak_text_hi) dl_iterate_phdr(hak_find_self, NULL);
+    *lo = hak_text_lo;
+    *hi = hak_text_hi;
+    return hak_text_hi && hak_text_all_ours;
 }
 
 void hak_crash_install(void) {

@@ -10,7 +10,8 @@
  *         carved block, not free -- the common remote free
  *                 |  fails: hak_free_checked -- NULL, glibc's blocks, huge
  *                 |  blocks, aligned blocks, sampled blocks (heap profiles:
- *                 |  hak_sampled_freed), misuse (reported, abort)
+ *                 |  hak_sampled_freed), guarded blocks (hak_guard_hooks),
+ *                 |  misuse (reported, abort)
  *                 v
  *         hak_free_block: the owner frees locally, any other thread pushes
  *         onto the page's remote list (hak_free_remote)
@@ -20,6 +21,7 @@
 #include "hak_purge.h"   /* the slot lock (hak_block_is_free) */
 
 void (*hak_sampled_freed)(void *p);   /* hak_internal.h: registered by hak_profile.c */
+hak_guard_hooks_t hak_guard_hooks;    /* hak_internal.h: registered by hak_guard.c */
 
 /* ---- local and remote frees of a validated block ---- */
 
@@ -239,6 +241,7 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
     if (p == NULL) return;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
+        if (hak_guard_hooks.free && hak_guard_hooks.free(p)) return;   /* a guarded block */
         if (hak_zero_free(p, "free()") || hak_foreign_free(p)) return;
         hak_fatal("free()", "invalid pointer (not allocated by hakmem)", p);
     }
@@ -282,11 +285,13 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
     if (p == NULL) return 0;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
+        size_t n;
+        if (hak_guard_hooks.usable && hak_guard_hooks.usable(p, op, &n)) return n;   /* a guarded block */
         if (hak_zero_owns(p)) {   /* malloc(0)'s */
             if (!hak_zero_live(p)) hak_fatal(op, "invalid pointer (not a live malloc(0) block)", p);
             return 0;
         }
-        size_t n = hak_foreign_usable(p);
+        n = hak_foreign_usable(p);
         if (!n) hak_fatal(op, "invalid pointer (not allocated by hakmem)", p);
         return n;
     }
@@ -311,13 +316,17 @@ size_t hak_usable_size(const void *p) {
  * one whose allocation could have returned p -- of the block's class on a
  * page without flags (the quick check's pages), at most the usable size
  * otherwise (aligned, sampled, huge and foreign blocks, and every aligned
- * delete, whose block may be of a larger class).  A block the quick check
+ * delete, whose block may be of a larger class); exactly the size a guarded
+ * block was allocated with.  A block the quick check
  * refuses (free, misuse) is measured by the complete check, and free then
  * reports what it is. */
 void hak_check_delete_size(const void *p, size_t n, bool aligned) {
     const hak_page_t *page = hak_quick_page(p);
-    bool ok = page == NULL ? n <= hak_usable_checked(p, "operator delete()") :
-              aligned ? n <= page->block_size : hak_size_class(n) == page->class_idx;
+    size_t size;
+    bool ok = page != NULL ? (aligned ? n <= page->block_size : hak_size_class(n) == page->class_idx) :
+              /* a guarded block knows the size it was allocated with */
+              hak_guard_hooks.usable && hak_guard_hooks.usable(p, "operator delete()", &size) ? n == size :
+              n <= hak_usable_checked(p, "operator delete()");
     if (hak_unlikely(!ok))
         hak_fatal("operator delete()", "size does not match the block (sized delete)", p);
 }

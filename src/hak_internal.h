@@ -91,6 +91,7 @@ typedef struct hak_options_s {
     long purge_lazy;         /* purge with MADV_FREE instead of MADV_DONTNEED */
     long sample_bytes;       /* mean bytes between heap-profile samples; 0 off (hak_profile.c) */
     long leak_report;        /* print the live samples' stacks at exit */
+    long guard_sample;       /* mean bytes between guarded blocks; 0 off (hak_guard.c) */
 } hak_options_t;
 extern hak_options_t hak_opt;
 void hak_options_init(void);
@@ -104,6 +105,7 @@ void  hak_os_unmap(void *p, size_t size);
 void  hak_os_purge(void *p, size_t size);       /* madvise DONTNEED */
 void  hak_os_purge_lazy(void *p, size_t size);  /* madvise FREE (DONTNEED where missing) */
 bool  hak_os_commit(void *p, size_t size);      /* part of a reservation becomes RW */
+void  hak_os_decommit(void *p, size_t size);    /* ... no-access again, its memory released */
 bool  hak_os_hugepage(void *p, size_t size, bool on); /* madvise (NO)HUGEPAGE */
 void *hak_os_remap(void *p, size_t old_size, size_t new_size, void *fixed_addr);
 size_t hak_os_page_size(void);
@@ -151,6 +153,17 @@ __attribute__((noreturn, cold)) void hak_fatal(const char *op, const char *what,
 void hak_message(const char *fmt, ...);         /* "hakmem: ..." to stderr, no malloc */
 
 void hak_crash_install(void);                  /* hak_crash.c */
+/* The crash report's hook: guarded sampling (hak_guard.c) registers a
+ * function that explains a fault at an address of its region (true: it did);
+ * async-signal-safe. */
+extern bool (*hak_crash_explain)(const void *addr);
+/* Frames (at most 16) as hex addresses with their function (the file's
+ * symbols), file and offset (/proc/self/maps), one line each on stderr;
+ * async-signal-safe. */
+void hak_crash_print_frames(void *const *frames, unsigned n);
+/* hakmem's executable segment; true if all of it is hakmem's (the shared
+ * library), false if hakmem is linked into the program. */
+bool hak_self_text(uintptr_t *lo, uintptr_t *hi);
 void hak_foreign_init(void);                   /* hak_foreign.c */
 bool hak_foreign_free(void *p);                /* true: it was glibc's, freed there */
 size_t hak_foreign_usable(const void *p);      /* glibc block's usable size, or 0 */
@@ -232,6 +245,17 @@ void  hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page);   /* after hak
  * the function every free of a sampled page's block calls (from any thread,
  * before the block is freed). */
 extern void (*hak_sampled_freed)(void *p);
+
+/* Guarded sampling (hak_guard.c, when HAKMEM_GUARD_SAMPLE is on) registers
+ * here, before its first block, what free's complete check, malloc_usable_size
+ * and a sized delete call for a pointer the region map does not know: each
+ * returns false if p is not in the guarded region; free frees a guarded block,
+ * usable gives its size in *n; misuse is reported there (fatal). */
+typedef struct hak_guard_hooks_s {
+    bool (*free)(void *p);
+    bool (*usable)(const void *p, const char *op, size_t *n);
+} hak_guard_hooks_t;
+extern hak_guard_hooks_t hak_guard_hooks;
 
 /* ---- free (hak_free.c): everything the inline fast free does not finish ---- */
 void  hak_free_slow(void *p);                        /* region map: not this thread's */
@@ -486,6 +510,18 @@ void  hak_profile_free(void *p);                    /* a sampled block moves (ha
 void  hak_profile_resize(void *p, size_t size);     /* realloc kept sampled block p in place */
 bool  hak_profile_grown(void *p, size_t size, bool sampled);   /* realloc grew p in place, countdown
                                                                   negative: true if p is now sampled */
+/* The calling stack (at most 32 frames), its leading frames in [lo, hi) left
+ * out (lo == hi: the sampling hooks' section); 0 frames before the unwinder
+ * is loaded (hak_profile.c). */
+unsigned hak_stack_capture(void **frames, unsigned max, uintptr_t lo, uintptr_t hi);
+
+/* ---- guarded sampling (hak_guard.c) ---- */
+void  hak_guard_enable(void);                   /* registers its hooks (hak_profile.c's constructor) */
+/* A block on a slot of its own ending at a no-access page, zeroed; NULL: it
+ * cannot be guarded (too large, too aligned, no free slot) */
+void *hak_guard_alloc(size_t size, size_t align, void *const *frames, unsigned depth);
+bool  hak_guard_owns(const void *p);            /* p lies in the guarded region */
+
 /* The calling stack's return addresses, leading ones in [lo, hi) left out;
  * -1: not walkable by the cached rules (hak_unwind.c), use libgcc's walk. */
 int   hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi);

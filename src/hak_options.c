@@ -40,6 +40,8 @@ static hak_option_def_t hak_option_table[] = {
       "sample about one allocation per N bytes with its stack for heap profiles; 0 off" },
     { "HAKMEM_LEAK_REPORT", &hak_opt.leak_report, {0, 0, 0}, 0, 1,
       "print the stacks of sampled blocks still live at exit (needs HAKMEM_SAMPLE_BYTES)" },
+    { "HAKMEM_GUARD_SAMPLE", &hak_opt.guard_sample, {0, 0, 0}, 0, 1L << 40,
+      "put about one allocation per N bytes (up to 16 KiB) alone on guarded pages: an overflow, underflow or use after free of it faults and is reported with its stacks; 1 every allocation; 0 off" },
 };
 #define HAK_OPTION_COUNT (sizeof hak_option_table / sizeof hak_option_table[0])
 

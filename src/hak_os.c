@@ -235,6 +235,15 @@ bool hak_os_commit(void *p, size_t size) {
     return r == p;
 }
 
+/* Make [p, p + size), part of a reservation, no-access again and give its
+ * pages back: a fresh PROT_NONE mapping over it, as the reservation's. */
+void hak_os_decommit(void *p, size_t size) {
+    int saved = errno;
+    hak_count(mmap_calls);
+    (void)mmap(p, size, PROT_NONE, HAK_MAP_NONE | MAP_FIXED, -1, 0);
+    errno = saved;
+}
+
 /* MADV_FREE: the kernel takes the pages only under memory pressure, and a
  * page written again before that costs no fault; RSS stays until then.
  * Falls back to MADV_DONTNEED where the kernel lacks it (before 4.5). */

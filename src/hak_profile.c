@@ -7,6 +7,9 @@
  *    countdown, hak_tls.sample_left; when it goes negative they call
  *    hak_profile_malloc.  It starts at 0, so each thread's first allocation
  *    comes here once: with sampling off the countdown is set to INT64_MAX.
+ *    Guarded sampling (HAKMEM_GUARD_SAMPLE, hak_guard.c) shares it: it runs
+ *    to the nearer of the next sample and the next guarded block
+ *    (hak_sample_due), and hak_profile_malloc makes either or both.
  *  - The intervals are drawn from an exponential distribution of mean
  *    HAKMEM_SAMPLE_BYTES, so every byte is sampled with the same probability
  *    and the profile is an unbiased estimate (pprof's heap_v2 unsampling).
@@ -53,6 +56,14 @@ static _Atomic uint64_t hak_prof_seed;
 
 static __thread bool hak_tls_in_prof __attribute__((tls_model("initial-exec")));
 static __thread uint64_t hak_tls_rng __attribute__((tls_model("initial-exec")));
+/* The two countdowns behind hak_tls.sample_left (hak_sample_due): bytes
+ * until the next heap-profile sample and the next guarded block, and the
+ * value sample_left was last set to (their minimum). */
+static __thread int64_t hak_tls_prof_left __attribute__((tls_model("initial-exec")));
+static __thread int64_t hak_tls_guard_left __attribute__((tls_model("initial-exec")));
+static __thread int64_t hak_tls_armed __attribute__((tls_model("initial-exec")));
+static bool hak_prof_on, hak_guard_on;            /* HAKMEM_SAMPLE_BYTES, HAKMEM_GUARD_SAMPLE > 0 */
+static _Atomic bool hak_prof_ready;               /* the constructor loaded the unwinder */
 
 /* ---- the interval: -ln(U) * N, without libm ---- */
 
@@ -80,32 +91,40 @@ static double hak_exp_neg(double q) {
     return e;
 }
 
-static int64_t hak_next_interval(void) {
+/* An exponential interval of mean bytes; 0 for a mean of 1 (every
+ * allocation). */
+static int64_t hak_next_interval(long mean) {
+    if (mean <= 1) return 0;
     double u = (double)((hak_rng_next() >> 11) + 1) * (1.0 / 9007199254740992.0);   /* (0, 1] */
-    double v = -hak_ln(u) * (double)hak_opt.sample_bytes;
+    double v = -hak_ln(u) * (double)mean;
     return v >= 9.0e18 ? INT64_MAX : (int64_t)v;
 }
 
 /* ---- stack capture ---- */
 
-typedef struct { void **frames; unsigned n, max; } hak_unwind_t;
-static uintptr_t hak_self_lo, hak_self_hi;    /* this library's text: frames skipped */
+typedef struct { void **frames; unsigned n, max; uintptr_t lo, hi; } hak_unwind_t;
+static uintptr_t hak_self_lo, hak_self_hi;    /* the hooks' section: frames skipped */
 
 #define HAK_PROF_TEXT __attribute__((section("hak_prof_text"), noinline))
 HAK_PROF_TEXT static _Unwind_Reason_Code hak_unwind_step(struct _Unwind_Context *ctx, void *arg) {
     hak_unwind_t *u = arg;
     uintptr_t ip = hak_gcc_get_ip(ctx);
     if (ip == 0) return _URC_END_OF_STACK;
-    if (u->n == 0 && ip >= hak_self_lo && ip < hak_self_hi) return _URC_NO_REASON;   /* ours */
+    if (u->n == 0 && ip >= u->lo && ip < u->hi) return _URC_NO_REASON;   /* ours */
     u->frames[u->n++] = (void *)ip;
     return u->n < u->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
-HAK_PROF_TEXT static unsigned hak_stack_capture(void **frames, unsigned max) {
-    int n = hak_unwind(frames, max, hak_self_lo, hak_self_hi);   /* the cached rules (hak_unwind.c) */
+/* The calling stack, its leading frames in [lo, hi) left out (lo == hi:
+ * the hooks' section); 0 frames before the constructor loaded the unwinder. */
+HAK_PROF_TEXT unsigned hak_stack_capture(void **frames, unsigned max, uintptr_t lo, uintptr_t hi) {
+    if (max > HAK_PROF_DEPTH) max = HAK_PROF_DEPTH;
+    if (!atomic_load_explicit(&hak_prof_ready, memory_order_acquire)) return 0;
+    if (lo == hi) { lo = hak_self_lo; hi = hak_self_hi; }
+    int n = hak_unwind(frames, max, lo, hi);   /* the cached rules (hak_unwind.c) */
     if (hak_likely(n >= 0) && !HAK_DEBUG_ENABLED) return (unsigned)n;
     void *slow[HAK_PROF_DEPTH];
-    hak_unwind_t u = { n >= 0 ? slow : frames, 0, max };
+    hak_unwind_t u = { n >= 0 ? slow : frames, 0, max, lo, hi };
     hak_gcc_backtrace(hak_unwind_step, &u);
     if (n < 0) return u.n;
     /* the debug build checks every cached walk against libgcc's */
@@ -146,7 +165,7 @@ static void hak_prof_insert(void *p, size_t size, void **frames, unsigned depth)
 
 /* A huge block is freed (or moved by realloc): forget it if it was sampled. */
 void hak_profile_free(void *p) {
-    if (atomic_load_explicit(&hak_prof_state, memory_order_relaxed) != 2) return;
+    if (atomic_load_explicit(&hak_prof_state, memory_order_relaxed) != 2 || !hak_prof_on) return;
     pthread_mutex_lock(&hak_prof_lock);
     uint32_t *link = &hak_prof_bucket[hak_prof_hash(p)];
     while (*link) {
@@ -175,14 +194,18 @@ void hak_profile_resize(void *p, size_t size) {
 
 /* ---- the hook ---- */
 
+/* State 2 (the countdown in use) if heap profiles or guarded sampling are
+ * on; 1 if neither. */
 static void hak_prof_decide(void) {
     hak_process_init();
     int expected = 0;
-    if (hak_opt.sample_bytes > 0) {   /* before the first sampled block */
+    hak_prof_on = hak_opt.sample_bytes > 0;
+    hak_guard_on = hak_opt.guard_sample > 0;
+    if (hak_prof_on) {   /* before the first sampled block */
         hak_sampled_freed = hak_profile_free;       /* a sampled page's block */
         hak_huge_hooks.freed = hak_profile_free;    /* a huge block */
     }
-    atomic_compare_exchange_strong(&hak_prof_state, &expected, hak_opt.sample_bytes > 0 ? 2 : 1);
+    atomic_compare_exchange_strong(&hak_prof_state, &expected, hak_prof_on || hak_guard_on ? 2 : 1);
 }
 
 /* unsampled: malloc, calloc or an aligned allocation */
@@ -191,41 +214,71 @@ static void *hak_plain(size_t size, size_t align, bool zero) {
     return zero ? hak_calloc_total(size) : hak_malloc_inline(size);
 }
 
-/* The countdown went negative (or this is the thread's first allocation):
- * true if this allocation is to be sampled.  Draws the next
- * interval. */
-static bool hak_prof_due(void) {
+/* What hak_sample_due says is due */
+#define HAK_DUE_PROFILE 1u   /* a heap profile's sample */
+#define HAK_DUE_GUARD   2u   /* a guarded block (hak_guard.c) */
+
+/* The countdown went negative (or this is the thread's first allocation).
+ * It runs to the nearer of two events, each with its own countdown: the
+ * next heap-profile sample and the next guarded block.  Both are charged
+ * the bytes counted since it was set; each that went negative is due and
+ * draws its next interval; the countdown is set to the nearer again.
+ * Returns the due events (HAK_DUE_*). */
+static unsigned hak_sample_due(void) {
     if (hak_unlikely(atomic_load_explicit(&hak_prof_state, memory_order_relaxed) == 0)) hak_prof_decide();
     if (hak_prof_state != 2) {
         hak_tls.sample_left = INT64_MAX;
-        return false;
+        return 0;
     }
-    if (hak_tls_in_prof) return false;   /* the unwinder's or a dump's own allocation */
+    if (hak_tls_in_prof) return 0;   /* the unwinder's or a dump's own allocation */
     /* not before the constructor loaded the unwinder (an allocation of the
      * dynamic loader's or of an earlier constructor) */
-    if (hak_unlikely(!__atomic_load_n(&hak_gcc_backtrace, __ATOMIC_ACQUIRE))) return false;
-    bool first = hak_tls_rng == 0;       /* the thread's first allocation: not a crossing */
-    hak_tls.sample_left = hak_next_interval();
-    return !first && !hak_tls_exiting;
+    if (hak_unlikely(!atomic_load_explicit(&hak_prof_ready, memory_order_acquire))) return 0;
+    uint64_t spent = (uint64_t)hak_tls_armed - (uint64_t)hak_tls.sample_left;
+    int64_t charge = spent > INT64_MAX ? INT64_MAX : (int64_t)spent;
+    unsigned due = 0;
+    if (hak_tls_rng == 0) {   /* the thread's first allocation: not a profile's crossing */
+        (void)hak_rng_next();
+        hak_tls_prof_left = hak_prof_on ? hak_next_interval(hak_opt.sample_bytes) : INT64_MAX;
+        hak_tls_guard_left = hak_guard_on ? hak_next_interval(hak_opt.guard_sample) : INT64_MAX;
+    } else if (hak_prof_on && (hak_tls_prof_left -= charge) < 0) {
+        due |= HAK_DUE_PROFILE;
+        hak_tls_prof_left = hak_next_interval(hak_opt.sample_bytes);
+    }
+    if (hak_guard_on && (hak_tls_guard_left -= charge) < 0) {
+        due |= HAK_DUE_GUARD;
+        hak_tls_guard_left = hak_next_interval(hak_opt.guard_sample);
+    }
+    hak_tls_armed = hak_tls_prof_left < hak_tls_guard_left ? hak_tls_prof_left : hak_tls_guard_left;
+    hak_tls.sample_left = hak_tls_armed;
+    return hak_tls_exiting ? 0 : due;
 }
 
 /* A sampled allocation: the stack first, then the block -- on a page of its
  * own (hak_page_sampled_alloc), or a huge block above the large-block limit
  * -- then the table. */
 HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
-    if (!hak_prof_due()) return hak_plain(size, align, zero);
+    unsigned due = hak_sample_due();
+    if (!due) return hak_plain(size, align, zero);
     hak_heap_t *heap = hak_tls.heap;
     if (heap == &hak_heap_empty && !(heap = hak_heap_for_thread())) { errno = ENOMEM; return NULL; }
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];
-    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
-    void *p;
-    if (size > HAK_LARGE_MAX || align > HAK_LARGE_MAX - size) p = hak_huge_alloc(size, align, zero);
-    else {
+    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH, 0, 0);
+    void *p = NULL;
+    /* a guarded block if it can be one (hak_guard.c: its pages are fresh,
+     * so zeroed), else a sample's or an ordinary block */
+    if (due & HAK_DUE_GUARD) p = hak_guard_alloc(size, align, frames, depth);
+    if (!p && !(due & HAK_DUE_PROFILE)) {
+        hak_tls_in_prof = false;
+        return hak_plain(size, align, zero);
+    }
+    if (!p && (size > HAK_LARGE_MAX || align > HAK_LARGE_MAX - size)) p = hak_huge_alloc(size, align, zero);
+    else if (!p) {
         p = hak_page_sampled_alloc(heap, size, align);
         if (p && zero) memset(p, 0, size);
     }
-    if (p) hak_prof_insert(p, size, frames, depth);
+    if (p && (due & HAK_DUE_PROFILE)) hak_prof_insert(p, size, frames, depth);
     hak_tls_in_prof = false;
     return p;
 }
@@ -234,10 +287,10 @@ HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
  * negative over the growth: draws the next interval; true if p, not sampled
  * before, is now (the caller flags its page). */
 HAK_PROF_TEXT bool hak_profile_grown(void *p, size_t size, bool sampled) {
-    if (!hak_prof_due() || sampled) return false;
+    if (!(hak_sample_due() & HAK_DUE_PROFILE) || sampled) return false;
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];
-    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
+    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH, 0, 0);
     hak_prof_insert(p, size, frames, depth);
     hak_tls_in_prof = false;
     return true;
@@ -247,10 +300,10 @@ HAK_PROF_TEXT bool hak_profile_grown(void *p, size_t size, bool sampled) {
  * went negative: sample q as an allocation of size bytes.  (The old block
  * left the profile before the resize.) */
 HAK_PROF_TEXT void hak_profile_resized(void *q, size_t size) {
-    if (!hak_prof_due()) return;
+    if (!(hak_sample_due() & HAK_DUE_PROFILE)) return;
     hak_tls_in_prof = true;
     void *frames[HAK_PROF_DEPTH];
-    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH);
+    unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH, 0, 0);
     hak_prof_insert(q, size, frames, depth);
     hak_tls_in_prof = false;
 }
@@ -419,24 +472,26 @@ static void hak_prof_find_self(void) {
 __attribute__((constructor(102))) static void hak_profile_constructor(void) {
     hak_prof_decide();
     const char *path = getenv("HAKMEM_PROFILE_AT_EXIT");
-    if (hak_prof_state != 2) {
-        if ((path && *path) || hak_opt.leak_report)
-            hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT and HAKMEM_LEAK_REPORT need HAKMEM_SAMPLE_BYTES > 0; "
-                        "no profile is taken\n");
-        return;
-    }
+    if (!hak_prof_on && ((path && *path) || hak_opt.leak_report))
+        hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT and HAKMEM_LEAK_REPORT need HAKMEM_SAMPLE_BYTES > 0; "
+                    "no profile is taken\n");
+    if (hak_prof_state != 2) return;
     hak_tls_in_prof = true;   /* dlopen and the unwinder's warm-up may allocate */
     const char *why = hak_unwind_load();
     if (why) {
         hak_tls_in_prof = false;
-        hak_message("hakmem: warning: heap profiles need libgcc's unwinder (%s); HAKMEM_SAMPLE_BYTES ignored\n", why);
+        hak_message("hakmem: warning: heap profiles and guarded sampling need libgcc's unwinder (%s); "
+                    "HAKMEM_SAMPLE_BYTES and HAKMEM_GUARD_SAMPLE ignored\n", why);
         atomic_store(&hak_prof_state, 1);
         return;
     }
     hak_prof_find_self();
+    if (hak_guard_on) hak_guard_enable();   /* its hooks, before the first guarded block */
+    atomic_store_explicit(&hak_prof_ready, true, memory_order_release);
     void *frames[4];
-    (void)hak_stack_capture(frames, 4);
+    (void)hak_stack_capture(frames, 4, 0, 0);
     hak_tls_in_prof = false;
+    if (!hak_prof_on) return;
     hak_fork_hook_add(hak_prof_prepare, hak_prof_parent, hak_prof_child);
     if (path && *path) {
         if (strlen(path) >= sizeof hak_exit_path)

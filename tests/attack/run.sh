@@ -8,6 +8,10 @@
 #   run.sh glibc [GLOB]    under the C library's malloc
 # GLOB picks cases by name (a shell pattern, e.g. 'double_free.*').
 # ATTACK_BIN is the directory of the programs (default build/tests/attack).
+# ATTACK_ENV="VAR=value ..." sets options for every case after the HAKMEM_*
+# variables of the caller are cleared, e.g. ATTACK_ENV=HAKMEM_GUARD_SAMPLE=1
+# runs the suite with every allocation guarded (docs/security.md, "Guarded
+# sampling").
 #
 # Proof of the allocator: every program prints the file mapped at malloc's
 # address ("ALLOCATOR <path>", found in /proc/self/maps); a case whose path is
@@ -42,7 +46,7 @@ while IFS=$'\t' read -r name kind cmd _; do
     [[ $name == $glob ]] || continue
     read -r prog args <<<"$cmd"
     # shellcheck disable=SC2086
-    out=$(timeout -k 2 "$limit" env "${preload[@]}" "$bin/$prog" $args 2>&1 </dev/null)
+    out=$(timeout -k 2 "$limit" env "${preload[@]}" ${ATTACK_ENV:-} "$bin/$prog" $args 2>&1 </dev/null)
     rc=$?
     path=$(sed -n 's/^ALLOCATOR //p' <<<"$out" | head -n 1)
     path=$(realpath -q "$path" || echo "$path")

@@ -1,0 +1,263 @@
+/* hak_guard.c -- guarded sampling (HAKMEM_GUARD_SAMPLE): about one
+ * allocation per N bytes gets a slot of its own in a reserved region, placed
+ * so that the block ends where a no-access page begins.  docs/security.md,
+ * "Guarded sampling", says what it catches; docs/design.md why it is built so.
+ *
+ *  - The countdown of heap profiles decides (hak_profile.c, hak_sample_due):
+ *    hak_profile_malloc asks hak_guard_alloc for the block, with the stack
+ *    it took; no fast path changes.
+ *  - One reservation (PROT_NONE) of HAK_GUARD_SLOTS slots, each a guard page
+ *    and HAK_GUARD_PAGES data pages; the last slot is followed by one more
+ *    guard page.  A block takes the pages from its start to its slot's end,
+ *    made RW with one mmap (fresh zeroed pages); its start is the slot's end
+ *    minus the size, rounded down to the alignment (16 at least).  The rest
+ *    of the slot stays no-access: an overflow faults at once, an underflow
+ *    past the block's first page too; the HAK_GUARD_WINDOW bytes before the
+ *    block (fewer at its page's start) and the rounding after it hold a
+ *    pattern checked at free (a whole page of it cost 5,000 instructions a
+ *    block, callgrind; the window about 200).
+ *  - free maps the pages no-access again (memory back to the OS) and puts
+ *    the slot at the tail of a FIFO of free slots; allocation takes the head,
+ *    and only while more than HAK_GUARD_QUARANTINE slots are free, so a freed
+ *    slot stays no-access for at least that many guarded frees -- usually
+ *    far longer.  Mappings: at most two more per live block.
+ *  - Each slot keeps its block's address, size and the allocation's and the
+ *    free's stacks (hak_unwind), which the SIGSEGV handler prints (through
+ *    hak_crash_explain, hak_crash.c: no lock, no allocation).
+ *  - free, malloc_usable_size and a sized delete reach this file through
+ *    hak_guard_hooks (hak_free.c): the region map does not know the region,
+ *    so a guarded block's free fails the fast path's first test, and the
+ *    complete check asks here before it tries glibc. */
+#include "hak_internal.h"
+#include <pthread.h>
+
+#define HAK_GUARD_SLOTS      512    /* blocks live or quarantined at once */
+#define HAK_GUARD_PAGES      4      /* data pages per slot: blocks up to 16 KiB (4 KiB pages) */
+#define HAK_GUARD_QUARANTINE 32     /* freed slots that stay no-access, at least */
+#define HAK_GUARD_DEPTH      16     /* frames kept per stack */
+#define HAK_GUARD_PATTERN    0xbd   /* the slack around a block */
+#define HAK_GUARD_WINDOW     256    /* bytes before a block that hold the pattern, at most */
+
+enum { HAK_SLOT_UNUSED, HAK_SLOT_LIVE, HAK_SLOT_FREED };
+
+typedef struct hak_guard_slot_s {
+    _Atomic uint8_t state;
+    uint8_t alloc_depth, free_depth;
+    uintptr_t ptr;
+    size_t size;
+    long alloc_tid, free_tid;
+    void *alloc_frames[HAK_GUARD_DEPTH], *free_frames[HAK_GUARD_DEPTH];
+} hak_guard_slot_t;
+
+static hak_guard_slot_t hak_guard_slots[HAK_GUARD_SLOTS];
+static uint16_t hak_guard_ring[HAK_GUARD_SLOTS];   /* free slots, oldest first */
+static unsigned hak_guard_head, hak_guard_count;
+static uintptr_t hak_guard_base, hak_guard_end;   /* the reservation; 0: none yet */
+static size_t hak_guard_page, hak_guard_stride;
+static bool hak_guard_failed;                      /* the reservation failed: guarding is off */
+static uintptr_t hak_guard_skip_lo, hak_guard_skip_hi;   /* frames left out of a free's stack */
+static pthread_mutex_t hak_guard_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool hak_guard_free_hook(void *p);
+static bool hak_guard_usable_hook(const void *p, const char *op, size_t *n);
+static bool hak_guard_explain(const void *addr);
+
+bool hak_guard_owns(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    return a >= __atomic_load_n(&hak_guard_base, __ATOMIC_ACQUIRE) && a < hak_guard_end;
+}
+
+/* ---- set-up (under the lock) ---- */
+
+static void hak_guard_prepare(void) { pthread_mutex_lock(&hak_guard_lock); }
+static void hak_guard_parent(void) { pthread_mutex_unlock(&hak_guard_lock); }
+static void hak_guard_child(void) { pthread_mutex_init(&hak_guard_lock, NULL); }
+
+/* Guarding is on: the hooks of the layers below, before the first guarded
+ * block (hak_profile.c, once). */
+void hak_guard_enable(void) {
+    hak_guard_hooks.free = hak_guard_free_hook;
+    hak_guard_hooks.usable = hak_guard_usable_hook;
+    hak_crash_explain = hak_guard_explain;
+    hak_fork_hook_add(hak_guard_prepare, hak_guard_parent, hak_guard_child);
+    /* a free's stack leaves out hakmem's frames: the whole library when it
+     * is a shared object, else the sampling hooks' section (hak_profile.c) */
+    if (!hak_self_text(&hak_guard_skip_lo, &hak_guard_skip_hi)) hak_guard_skip_lo = hak_guard_skip_hi = 0;
+}
+
+static bool hak_guard_reserve(void) {
+    if (hak_guard_base) return true;
+    if (hak_guard_failed) return false;
+    size_t ps = hak_os_page_size();
+    size_t stride = (HAK_GUARD_PAGES + 1) * ps, size = HAK_GUARD_SLOTS * stride + ps;
+    void *r = hak_os_reserve_aligned(size, ps);
+    if (!r) {
+        hak_guard_failed = true;
+        hak_message("hakmem: warning: HAKMEM_GUARD_SAMPLE: cannot reserve %zu bytes; guarded sampling is off\n", size);
+        return false;
+    }
+    hak_guard_page = ps;
+    hak_guard_stride = stride;
+    for (unsigned i = 0; i < HAK_GUARD_SLOTS; i++) hak_guard_ring[i] = (uint16_t)i;
+    hak_guard_head = 0;
+    hak_guard_count = HAK_GUARD_SLOTS;
+    hak_guard_end = (uintptr_t)r + size;
+    __atomic_store_n(&hak_guard_base, (uintptr_t)r, __ATOMIC_RELEASE);
+    return true;
+}
+
+static uintptr_t hak_guard_data_end(unsigned i) { return hak_guard_base + (uintptr_t)(i + 1) * hak_guard_stride; }
+static uintptr_t hak_guard_page_of(uintptr_t a) { return a & ~(uintptr_t)(hak_guard_page - 1); }
+
+/* ---- allocation ---- */
+
+/* A guarded block of size bytes aligned to align, the allocation's stack in
+ * frames; NULL if the block cannot be guarded (too large, too aligned, no
+ * free slot, no memory): the caller takes an ordinary one.  The pages are
+ * fresh, so the block is zeroed (calloc). */
+void *hak_guard_alloc(size_t size, size_t align, void *const *frames, unsigned depth) {
+    if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
+    size_t want = size ? size : 1;
+    pthread_mutex_lock(&hak_guard_lock);
+    if (!hak_guard_reserve() || want > HAK_GUARD_PAGES * hak_guard_page || align > hak_guard_page ||
+        hak_guard_count <= HAK_GUARD_QUARANTINE) {
+        pthread_mutex_unlock(&hak_guard_lock);
+        return NULL;
+    }
+    unsigned i = hak_guard_ring[hak_guard_head];
+    uintptr_t end = hak_guard_data_end(i);
+    uintptr_t p = (end - want) & ~(uintptr_t)(align - 1), first = hak_guard_page_of(p);
+    if (end - first > HAK_GUARD_PAGES * hak_guard_page || !hak_os_commit((void *)first, end - first)) {
+        pthread_mutex_unlock(&hak_guard_lock);
+        return NULL;
+    }
+    hak_guard_head = (hak_guard_head + 1) % HAK_GUARD_SLOTS;
+    hak_guard_count--;
+    hak_guard_slot_t *s = &hak_guard_slots[i];
+    s->ptr = p;
+    s->size = size;
+    s->alloc_tid = hak_os_gettid();
+    s->alloc_depth = (uint8_t)(depth < HAK_GUARD_DEPTH ? depth : HAK_GUARD_DEPTH);
+    memcpy(s->alloc_frames, frames, s->alloc_depth * sizeof(void *));
+    s->free_depth = 0;
+    s->free_tid = 0;
+    atomic_store_explicit(&s->state, HAK_SLOT_LIVE, memory_order_release);
+    pthread_mutex_unlock(&hak_guard_lock);
+    uintptr_t head = p - first < HAK_GUARD_WINDOW ? first : p - HAK_GUARD_WINDOW;
+    memset((void *)head, HAK_GUARD_PATTERN, p - head);
+    memset((void *)(p + size), HAK_GUARD_PATTERN, end - p - size);
+    return (void *)p;
+}
+
+/* ---- free, usable size ---- */
+
+static void hak_guard_print_block(const char *what, const hak_guard_slot_t *s, uintptr_t addr);
+
+/* The slot of a live block p (op names the operation in a report of misuse). */
+static hak_guard_slot_t *hak_guard_live(const void *p, const char *op) {
+    uintptr_t a = (uintptr_t)p, rel = a - hak_guard_base;
+    unsigned i = (unsigned)(rel / hak_guard_stride);
+    hak_guard_slot_t *s = i < HAK_GUARD_SLOTS ? &hak_guard_slots[i] : NULL;
+    uint8_t state = s ? atomic_load_explicit(&s->state, memory_order_acquire) : HAK_SLOT_UNUSED;
+    if (state == HAK_SLOT_FREED && s->ptr == a) {
+        hak_guard_print_block("double free", s, a);
+        hak_fatal(op, "double free of a guarded block", p);
+    }
+    if (state != HAK_SLOT_LIVE || s->ptr != a) hak_fatal(op, "invalid pointer (in the guarded region, not a live block)", p);
+    return s;
+}
+
+/* The first byte of [q, end) that lost the pattern, or 0; eight bytes a
+ * step. */
+typedef uint64_t __attribute__((may_alias)) hak_word_t;
+static uintptr_t hak_guard_slack_bad(uintptr_t q, uintptr_t end) {
+    const uint64_t w = 0x0101010101010101ull * HAK_GUARD_PATTERN;
+    for (; q < end && (q & 7); q++) if (*(const uint8_t *)q != HAK_GUARD_PATTERN) return q;
+    while (q + 8 <= end && *(const hak_word_t *)q == w) q += 8;
+    for (; q < end; q++) if (*(const uint8_t *)q != HAK_GUARD_PATTERN) return q;
+    return 0;
+}
+
+/* Frees guarded block p: true; false if p is not in the guarded region. */
+static bool hak_guard_free_hook(void *p) {
+    if (!hak_guard_owns(p)) return false;
+    hak_guard_slot_t *s = hak_guard_live(p, "free()");
+    void *frames[HAK_GUARD_DEPTH];
+    unsigned depth = hak_stack_capture(frames, HAK_GUARD_DEPTH, hak_guard_skip_lo, hak_guard_skip_hi);
+    uintptr_t a = (uintptr_t)p, first = hak_guard_page_of(a), end = hak_guard_data_end((unsigned)(s - hak_guard_slots));
+    /* the slack written at allocation: an underflow or overflow that stayed
+     * on the block's pages */
+    uintptr_t head = a - first < HAK_GUARD_WINDOW ? first : a - HAK_GUARD_WINDOW;
+    uintptr_t under = hak_guard_slack_bad(head, a), over = hak_guard_slack_bad(a + s->size, end);
+    hak_profile_free(p);   /* a heap profile's sample too: out of the profile */
+    pthread_mutex_lock(&hak_guard_lock);
+    if (atomic_load_explicit(&s->state, memory_order_relaxed) != HAK_SLOT_LIVE) {   /* lost a race with another free */
+        pthread_mutex_unlock(&hak_guard_lock);
+        hak_guard_live(p, "free()");
+    }
+    memcpy(s->free_frames, frames, depth * sizeof(void *));
+    s->free_depth = (uint8_t)depth;
+    s->free_tid = hak_os_gettid();
+    atomic_store_explicit(&s->state, HAK_SLOT_FREED, memory_order_release);
+    pthread_mutex_unlock(&hak_guard_lock);
+    if (under || over) {
+        hak_guard_print_block(over ? "heap overflow (found at free)" : "heap underflow (found at free)", s,
+                              over ? over : under);
+        hak_fatal("free()", over ? "heap overflow: the bytes after a guarded block were overwritten"
+                                 : "heap underflow: the bytes before a guarded block were overwritten", p);
+    }
+    hak_os_decommit((void *)first, end - first);   /* no-access from now on */
+    pthread_mutex_lock(&hak_guard_lock);
+    hak_guard_ring[(hak_guard_head + hak_guard_count) % HAK_GUARD_SLOTS] = (uint16_t)(s - hak_guard_slots);
+    hak_guard_count++;
+    pthread_mutex_unlock(&hak_guard_lock);
+    return true;
+}
+
+/* The usable size of guarded block p (its requested size: the bytes after it
+ * are the pattern): true; false if p is not in the guarded region. */
+static bool hak_guard_usable_hook(const void *p, const char *op, size_t *n) {
+    if (!hak_guard_owns(p)) return false;
+    *n = hak_guard_live(p, op)->size;
+    return true;
+}
+
+/* ---- the report (async-signal-safe: the SIGSEGV handler calls it) ---- */
+
+static void hak_guard_print_stack(const char *what, long tid, void *const *frames, unsigned depth) {
+    hak_message("hakmem: %s by thread %ld at:\n", what, tid);
+    hak_crash_print_frames(frames, depth);
+}
+
+static void hak_guard_print_block(const char *what, const hak_guard_slot_t *s, uintptr_t addr) {
+    hak_message("hakmem: %s at address %p: guarded block %p of %zu bytes (guarded sampling)\n",
+                what, (void *)addr, (void *)s->ptr, s->size);
+    hak_guard_print_stack("allocated", s->alloc_tid, s->alloc_frames, s->alloc_depth);
+    if (atomic_load_explicit(&s->state, memory_order_acquire) == HAK_SLOT_FREED)
+        hak_guard_print_stack("freed", s->free_tid, s->free_frames, s->free_depth);
+}
+
+/* A fault at addr: if it lies in the guarded region, say what happened and
+ * return true.  An address in a guard page is an overflow of the block
+ * before it (if that slot holds a block), else an underflow of the block
+ * after it; in a slot's data pages, an underflow of its live block or a use
+ * after free of its freed one. */
+static bool hak_guard_explain(const void *addr) {
+    if (!hak_guard_owns(addr)) return false;
+    uintptr_t a = (uintptr_t)addr, rel = a - hak_guard_base;
+    unsigned i = (unsigned)(rel / hak_guard_stride);
+    bool in_guard = rel % hak_guard_stride < hak_guard_page;
+    const hak_guard_slot_t *s = NULL;
+    const char *what = "wild access (no block there)";
+    if (in_guard && i > 0 && hak_guard_slots[i - 1].state != HAK_SLOT_UNUSED) {
+        s = &hak_guard_slots[i - 1];
+        what = s->state == HAK_SLOT_FREED ? "use after free (past the end of a freed block)" : "heap overflow";
+    } else if (i < HAK_GUARD_SLOTS && hak_guard_slots[i].state != HAK_SLOT_UNUSED) {
+        s = &hak_guard_slots[i];
+        what = s->state == HAK_SLOT_FREED ? "use after free" : "heap underflow";
+    }
+    hak_message("hakmem: SIGSEGV in the guarded region: %s\n", what);
+    if (s) hak_guard_print_block(what, s, a);
+    else hak_message("hakmem: fault address %p\n", addr);
+    return true;
+}

@@ -64,6 +64,22 @@ static uintptr_t hak_bias;                   /* its load bias */
 static char hak_path[512];                   /* its file */
 static const char *hak_crash_variant;
 bool (*hak_crash_explain)(const void *addr);   /* hak_internal.h: registered by hak_guard.c */
+static _Atomic uintptr_t hak_zero_lo, hak_zero_size;   /* hak_crash_zero_region */
+
+void hak_crash_zero_region(uintptr_t base, size_t size) {
+    atomic_store_explicit(&hak_zero_size, size, memory_order_relaxed);
+    atomic_store_explicit(&hak_zero_lo, base, memory_order_release);
+}
+
+/* A fault on a block of malloc(0) (hak_zero.c), whoever's code made it. */
+static bool hak_crash_zero(const void *addr) {
+    uintptr_t lo = atomic_load_explicit(&hak_zero_lo, memory_order_acquire);
+    if (!lo || (uintptr_t)addr - lo >= atomic_load_explicit(&hak_zero_size, memory_order_relaxed)) return false;
+    hak_message("hakmem: SIGSEGV: access to a block of size 0 (malloc(0), calloc(0, n), realloc(NULL, 0), "
+                "new T[0], ...), which has no bytes: fault address %p, block %p\n",
+                addr, (void *)((uintptr_t)addr & ~(uintptr_t)15));
+    return true;
+}
 
 /* ---- reading the symbol table (async-signal-safe) ---- */
 
@@ -402,7 +418,8 @@ static void hak_crash_handler(int sig, siginfo_t *si, void *ctx) {
 #endif
     /* a fault in the guarded region (hak_guard.c), whoever's code made it;
      * else one in hakmem's code */
-    bool guarded = fault && sig == SIGSEGV && hak_crash_explain && hak_crash_explain(si->si_addr);
+    bool guarded = fault && sig == SIGSEGV &&
+                   (hak_crash_zero(si->si_addr) || (hak_crash_explain && hak_crash_explain(si->si_addr)));
     if (guarded || (fault && ctx && hak_crash_report(sig, si, ctx))) {
         /* the previous disposition gets the re-executed fault */
         if (old->sa_handler == SIG_IGN) hak_crash_set(sig, SIG_DFL);

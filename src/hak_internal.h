@@ -157,6 +157,9 @@ void hak_crash_install(void);                  /* hak_crash.c */
  * function that explains a fault at an address of its region (true: it did);
  * async-signal-safe. */
 extern bool (*hak_crash_explain)(const void *addr);
+/* The region of malloc(0)'s blocks (hak_zero.c tells it once reserved): a
+ * fault there is reported as a touch of a zero-size block. */
+void hak_crash_zero_region(uintptr_t base, size_t size);
 /* Frames (at most 16) as hex addresses with their function (the file's
  * symbols), file and offset (/proc/self/maps), one line each on stderr;
  * async-signal-safe. */

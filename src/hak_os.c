@@ -1,6 +1,6 @@
 /* hak_os.c -- the platform interface: every mmap, munmap, madvise and mremap
  * hakmem makes goes through here (and is counted), plus time and RSS. */
-#include "hak_internal.h"
+#include "hak_hardened.h"   /* hak_os_guard */
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -233,6 +233,15 @@ bool hak_os_commit(void *p, size_t size) {
     void *r = mmap(p, size, PROT_READ | PROT_WRITE, HAK_MAP_RW | MAP_FIXED, -1, 0);
     errno = saved;
     return r == p;
+}
+
+/* A guard: [p, p + size) (page-aligned) faults on any access (the hardened
+ * build's guard pages, hak_segment.c and hak_huge.c). */
+bool hak_os_guard(void *p, size_t size) {
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_NONE) == 0;
+    errno = saved;
+    return ok;
 }
 
 /* MADV_FREE: the kernel takes the pages only under memory pressure, and a

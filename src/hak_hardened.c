@@ -90,13 +90,18 @@ static bool hak_h_zero(const void *p, size_t from, size_t to) {
 }
 
 /* A block malloc hands out again: past the free list's 16 bytes it must be
- * zero, but for the free-list words of blocks of an earlier class the page
- * had (a link, then a key hak_page_new_key issued), at 16-byte steps. */
+ * zero, but for the free-list words that blocks of an earlier class of the
+ * page left, at 16-byte steps: a link (0 or into the same segment), then 0
+ * (a block carved but never handed out) or a key hak_page_new_key issued. */
 static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t slot) {
     const uint64_t *w = (const uint64_t *)p;
     for (size_t i = 2; i + 1 < slot / 8; i += 2)
-        if ((w[i] | w[i + 1]) != 0 && !hak_page_key_issued(w[i + 1]))
+        if (!(w[i] == 0 || hak_segment_of((void *)(uintptr_t)w[i]) == hak_segment_of(p)) ||
+            !(w[i + 1] == 0 || hak_page_key_issued(w[i + 1]))) {
+            hak_message("hakmem: malloc(): block %p of %zu bytes: bytes at offset %zu changed after free "
+                        "(words %p %p)\n", p, slot, i * 8, (void *)w[i], (void *)w[i + 1]);
             hak_fatal("malloc()", "write after free detected in the block it would return", p);
+        }
 }
 static inline void hak_h_check_reused(void *p, size_t slot) {
     if (slot <= HAK_LARGE_MAX && hak_unlikely(!hak_h_zero(p, 16, slot))) hak_h_check_reused_slow(p, slot);

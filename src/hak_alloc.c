@@ -179,7 +179,7 @@ HAK_EXPORT void hakmem_free_sized(void *p, size_t size) {
 }
 HAK_EXPORT void hakmem_free_aligned_sized(void *p, size_t align, size_t size) {
     if (HAK_HARDENED_ENABLED) {
-        if (((uintptr_t)p & (align - 1)) != 0)
+        if (align != 0 && ((uintptr_t)p & (align - 1)) != 0)
             hak_fatal("free_aligned_sized()", "alignment does not match the block", p);
         hak_hardened_free(p, "free_aligned_sized()", true, size, false);
         return;

@@ -200,7 +200,12 @@ static void hak_q_done(void *value) {
     hak_q_spare = q;
     hak_q_lock_drop();
 }
-static void hak_q_key_init(void) { hak_q_key_ok = pthread_key_create(&hak_q_key, hak_q_done) == 0; }
+/* fork: the spare rings' lock is free in the child (hak_fork_hook_add) */
+static void hak_q_lock_fork_child(void) { atomic_store_explicit(&hak_q_lock, 0, memory_order_relaxed); }
+static void hak_q_key_init(void) {
+    hak_q_key_ok = pthread_key_create(&hak_q_key, hak_q_done) == 0;
+    hak_fork_hook_add(hak_q_lock_take, hak_q_lock_drop, hak_q_lock_fork_child);
+}
 
 static HAK_NOINLINE hak_quarantine_t *hak_q_make(void) {
     pthread_once(&hak_q_once, hak_q_key_init);

@@ -56,20 +56,19 @@ HAK_PROF_ENTRY HAK_CXX void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t
 HAK_PROF_ENTRY HAK_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return hak_new_aligned(n, a, true); }
 /* delete (the hardened build: the block must come from new, a sized
  * delete's size must be the size allocated) */
-static inline void hak_delete(void *p) {
-    if (HAK_HARDENED_ENABLED) hak_hardened_free(p, "operator delete()", false, 0, true);
-    else hak_free_inline(p);
-}
+#if HAK_HARDENED_ENABLED
+#define hak_delete(p) hak_hardened_free(p, "operator delete()", false, 0, true)
+#define hak_delete_sized(p, n) hak_hardened_free(p, "operator delete()", true, n, true)
+#else
+#define hak_delete(p) hak_free_inline(p)
+#define hak_delete_sized(p, n) hak_free_sized_inline(p, n)
+#endif
 HAK_CXX void _ZdlPv(void *p) { hak_delete(p); }
 HAK_CXX void _ZdaPv(void *p) { hak_delete(p); }
 /* sized forms: the size is checked against the block (misuse: a delete
  * through the wrong type, new[] freed by a sized delete) */
-static inline void hak_delete_sized(void *p, size_t n) {
-    if (HAK_HARDENED_ENABLED) hak_hardened_free(p, "operator delete()", true, n, true);
-    else hak_free_sized_inline(p, n);
-}
 static inline void hak_delete_sized_aligned(void *p, size_t n) {
-    if (HAK_HARDENED_ENABLED) { hak_hardened_free(p, "operator delete()", true, n, true); return; }
+    if (HAK_HARDENED_ENABLED) { hak_delete_sized(p, n); return; }
     if (hak_likely(p != NULL)) hak_check_delete_size(p, n, true);
     hak_free_inline(p);
 }

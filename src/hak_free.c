@@ -297,12 +297,13 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
  * The quick check first, as a remote free's (hak_free_slow): a heap's
  * segment, the start of a carved block of a page without aligned blocks,
  * not free -- then the block is the page's block size. */
-size_t hak_usable_size(const void *p) { return hak_usable_op(p, "malloc_usable_size()"); }
-/* The same, naming op in a report (the hardened layer's free and realloc). */
-size_t hak_usable_op(const void *p, const char *op) {
+HAK_INLINE size_t hak_usable_in(const void *p, const char *op) {
     const hak_page_t *page = hak_quick_page(p);
     return hak_likely(page != NULL) ? page->block_size : hak_usable_checked(p, op);
 }
+size_t hak_usable_size(const void *p) { return hak_usable_in(p, "malloc_usable_size()"); }
+/* The same, naming op in a report (the hardened layer's free and realloc). */
+size_t hak_usable_op(const void *p, const char *op) { return hak_usable_in(p, op); }
 
 /* ---- operator delete's size ---- */
 

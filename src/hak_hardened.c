@@ -136,6 +136,27 @@ static inline void hak_h_check_reused(void *p, size_t slot) {
     if (slot <= HAK_LARGE_MAX && hak_unlikely(!hak_h_zero(p, 16, slot))) hak_h_check_reused_slow(p, slot);
 }
 
+/* An underflow of a page's first block runs into what lies before the
+ * page: the previous page's slack, or the slack of slot 0 after the
+ * header's guard page, which no correct program writes -- zero but for the
+ * free-list words of earlier pages (as at reuse).  Checked at that block's
+ * free when the segment is this thread's (no other thread writes there). */
+static HAK_NOINLINE void hak_h_check_before(void *p, hak_page_t *page) {
+    hak_segment_t *seg = hak_segment_of(p);
+    uint8_t *from = (uint8_t *)p - 64, *lo = (uint8_t *)seg + HAK_HARDENED_HEADER;
+    if (seg->heap != hak_tls.heap || (uint8_t *)p <= lo) return;
+    if (from < lo) from = lo;
+    hak_page_t *prev = hak_page_of(seg, from);
+    if (prev != page && prev->in_use && prev->start + prev->area > from) from = prev->start + prev->area;
+    const uint64_t *w = (const uint64_t *)((uintptr_t)from & ~(uintptr_t)15);
+    for (; (const uint8_t *)w < (uint8_t *)p; w += 2) {
+        if ((const uint8_t *)w < from) continue;
+        if (!(w[0] == 0 || hak_segment_of((void *)(uintptr_t)w[0]) == seg) ||
+            !(w[1] == 0 || hak_page_key_issued(w[1])))
+            hak_fatal("free()", "heap underflow detected (the bytes before the block were overwritten) in block", p);
+    }
+}
+
 /* ---- the quarantine: a ring per thread ---- */
 
 #define HAK_Q_SLOTS 256
@@ -296,6 +317,8 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
     if (hak_unlikely(by_new && b.by != HAK_HARDENED_BY_NEW))
         hak_fatal(op, "block not allocated by operator new", p);
     if (slot > HAK_LARGE_MAX) { hak_free_inline(p); return; }   /* huge: unmapped */
+    hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+    if (hak_unlikely(page->start == (uint8_t *)p)) hak_h_check_before(p, page);
     hak_h_wipe(p, slot - 8);
     *hak_h_trailer(p, slot) = hak_h_encode(p, HAK_H_FREED);
     hak_q_put(p, slot);

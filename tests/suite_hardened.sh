@@ -23,6 +23,7 @@ expect overflow_canary   overflow_canary   $ABRT "^hakmem: free\(\): heap overfl
 expect overflow_trailer  overflow_trailer  $ABRT "^hakmem: free\(\): heap overflow detected \(the size word after the block was overwritten\) in block $P"
 expect overflow_realloc  overflow_realloc  $ABRT "^hakmem: realloc\(\): heap overflow detected .* in block $P"
 expect underflow         underflow         $ABRT "^hakmem: free\(\): heap overflow detected .* in block $P"
+expect underflow_large   underflow_large   $ABRT "^hakmem: free\(\): heap underflow detected \(the bytes before the block were overwritten\) in block $P"
 expect write_after_free_reuse      write_after_free_reuse      $ABRT \
     "^hakmem: malloc\(\): write after free detected in the block it would return $P"
 expect write_after_free_quarantine write_after_free_quarantine $ABRT \

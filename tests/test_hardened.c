@@ -51,6 +51,11 @@ static int misuse(const char *c) {
         if (b != a + 48) { printf("blocks not adjacent\n"); return 3; }
         b[-1] = 'x';
         free(a);
+    } else if (!strcmp(c, "underflow_large")) {   /* before a large page's first block */
+        char *p = malloc((size_t)256 << 10); sink = p;
+        if (((uintptr_t)p & 0xffff) != 0) { printf("block not at a page's start\n"); return 3; }
+        p[-1] = 'x';
+        free(p);
     } else if (!strcmp(c, "write_after_free_reuse")) {
         /* out of the quarantine, back on the free list, written: reported
          * when malloc would hand it out again */

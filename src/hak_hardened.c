@@ -120,13 +120,17 @@ static void hak_h_wipe(void *p, size_t len) {
 
 /* A block malloc hands out again: past the free list's 16 bytes it must be
  * zero, but for the free-list words that blocks of an earlier class of the
- * page left, at 16-byte steps: a link (0 or into the same segment), then 0
- * (a block carved but never handed out) or a key hak_page_new_key issued. */
+ * page left, at 16-byte steps (hak_h_free_words: a link, 0 or into p's
+ * segment, then 0 -- a block carved but never handed out -- or a key
+ * hak_page_new_key issued). */
+static bool hak_h_free_words(const uint64_t *w, const void *p) {
+    return (w[0] == 0 || hak_segment_of((void *)(uintptr_t)w[0]) == hak_segment_of(p)) &&
+           (w[1] == 0 || hak_page_key_issued(w[1]));
+}
 static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t slot) {
     const uint64_t *w = (const uint64_t *)p;
     for (size_t i = 2; i + 1 < slot / 8; i += 2)
-        if (!(w[i] == 0 || hak_segment_of((void *)(uintptr_t)w[i]) == hak_segment_of(p)) ||
-            !(w[i + 1] == 0 || hak_page_key_issued(w[i + 1]))) {
+        if (!hak_h_free_words(w + i, p)) {
             hak_message("hakmem: malloc(): block %p of %zu bytes: bytes at offset %zu changed after free "
                         "(words %p %p)\n", p, slot, i * 8, (void *)w[i], (void *)w[i + 1]);
             hak_fatal("malloc()", "write after free detected in the block it would return", p);
@@ -150,9 +154,7 @@ static HAK_NOINLINE void hak_h_check_before(void *p, hak_page_t *page) {
     if (prev != page && prev->in_use && prev->start + prev->area > from) from = prev->start + prev->area;
     const uint64_t *w = (const uint64_t *)((uintptr_t)from & ~(uintptr_t)15);
     for (; (const uint8_t *)w < (uint8_t *)p; w += 2) {
-        if ((const uint8_t *)w < from) continue;
-        if (!(w[0] == 0 || hak_segment_of((void *)(uintptr_t)w[0]) == seg) ||
-            !(w[1] == 0 || hak_page_key_issued(w[1])))
+        if ((const uint8_t *)w >= from && !hak_h_free_words(w, p))
             hak_fatal("free()", "heap underflow detected (the bytes before the block were overwritten) in block", p);
     }
 }

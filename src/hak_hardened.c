@@ -59,13 +59,19 @@ static HAK_COLD void hak_h_bad_trailer(const void *p, uint64_t t, const char *op
     if (t == hak_h_encode(p, HAK_H_FREED)) hak_fatal(op, "pointer already freed", p);
     hak_fatal(op, "heap overflow detected (the size word after the block was overwritten) in block", p);
 }
+/* Decode trailer t of the block p in a slot of slot bytes: false if it is
+ * not a live block's. */
+HAK_INLINE bool hak_h_decode(const void *p, size_t slot, uint64_t t, hak_h_info_t *out) {
+    uint64_t v = ((t >> 8) ^ hak_h_mask(p)) & HAK_H_V_MASK;
+    out->n = (size_t)(v & (((uint64_t)1 << HAK_H_N_BITS) - 1));
+    out->by = (unsigned)(v >> HAK_H_N_BITS) & 1u;
+    return (t & 0xff) == 0 && (v >> (HAK_H_N_BITS + 1)) == 0 && out->n <= slot - 8;
+}
 HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, const char *op) {
     uint64_t t = *hak_h_trailer(p, slot);
-    uint64_t v = ((t >> 8) ^ hak_h_mask(p)) & HAK_H_V_MASK;
-    size_t n = (size_t)(v & (((uint64_t)1 << HAK_H_N_BITS) - 1));
-    if (hak_unlikely((t & 0xff) != 0 || (v >> (HAK_H_N_BITS + 1)) != 0 || n > slot - 8))
-        hak_h_bad_trailer(p, t, op);
-    return (hak_h_info_t){ n, (unsigned)(v >> HAK_H_N_BITS) & 1u };
+    hak_h_info_t b;
+    if (hak_unlikely(!hak_h_decode(p, slot, t, &b))) hak_h_bad_trailer(p, t, op);
+    return b;
 }
 
 /* The canary after n bytes: intact, or fatal. */
@@ -157,6 +163,20 @@ static HAK_NOINLINE void hak_h_check_before(void *p, hak_page_t *page) {
         if ((const uint8_t *)w >= from && !hak_h_free_words(w, p))
             hak_fatal("free()", "heap underflow detected (the bytes before the block were overwritten) in block", p);
     }
+}
+
+/* An underflow of any other block reaches the previous slot's last word:
+ * the trailer of a live block, the freed mark of a quarantined one, 0 (a
+ * free or fresh slot, zero past its free-list words), or the key word of a
+ * free 16-byte slot.  Checked at free, so that an underflow is caught
+ * whether or not the previous slot is ever freed or handed out. */
+HAK_INLINE void hak_h_check_prev(void *p, size_t slot) {
+    const uint8_t *prev = (const uint8_t *)p - slot;
+    uint64_t t = ((const uint64_t *)p)[-1];
+    hak_h_info_t b;
+    if (hak_unlikely(t != 0 && !hak_h_decode(prev, slot, t, &b) && t != hak_h_encode(prev, HAK_H_FREED) &&
+                     !hak_page_key_issued(t)))
+        hak_fatal("free()", "heap underflow detected (the size word before the block was overwritten) in block", p);
 }
 
 /* ---- the quarantine: a ring per thread ---- */
@@ -321,6 +341,7 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
     if (slot > HAK_LARGE_MAX) { hak_free_inline(p); return; }   /* huge: unmapped */
     hak_page_t *page = hak_page_of(hak_segment_of(p), p);
     if (hak_unlikely(page->start == (uint8_t *)p)) hak_h_check_before(p, page);
+    else if (hak_carved_block(page, (size_t)((uint8_t *)p - page->start))) hak_h_check_prev(p, slot);
     hak_h_wipe(p, slot - 8);
     *hak_h_trailer(p, slot) = hak_h_encode(p, HAK_H_FREED);
     hak_q_put(p, slot);

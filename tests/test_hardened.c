@@ -46,9 +46,14 @@ static int misuse(const char *c) {
         p[100] = 'x';
         sink = realloc(p, 1000);
     } else if (!strcmp(c, "underflow")) {         /* into the previous block's size word */
-        char *a = malloc(40), *b = malloc(40);
-        sink = a; sink = b;
-        if (b != a + 48) { printf("blocks not adjacent\n"); return 3; }
+        enum { N = 256 };                         /* (fresh blocks come in random order) */
+        static char *v[N];
+        for (int i = 0; i < N; i++) v[i] = malloc(40);
+        char *a = NULL, *b = NULL;
+        for (int i = 0; i < N && !a; i++)
+            for (int j = 0; j < N; j++)
+                if (v[j] == v[i] + 48) { a = v[i]; b = v[j]; break; }
+        if (!a) { printf("no adjacent blocks\n"); return 3; }
         b[-1] = 'x';
         free(a);
     } else if (!strcmp(c, "underflow_large")) {   /* before a large page's first block */
@@ -119,6 +124,17 @@ static void test_usable_zero_byte(void) {
 }
 
 /* a freed block is zero, and does not come back at once */
+/* fresh blocks of a class are not handed out in address order */
+static void test_fresh_order_random(void) {
+    enum { N = 200 };
+    char *v[N];
+    int ascending = 0;
+    for (int i = 0; i < N; i++) v[i] = malloc(32);
+    for (int i = 1; i < N; i++) ascending += v[i] > v[i - 1] && v[i] - v[i - 1] <= 64;
+    CHECKF(ascending < N / 4, "%d of %d consecutive blocks are neighbours", ascending, N - 1);
+    for (int i = 0; i < N; i++) free(v[i]);
+}
+
 static void test_quarantine_delays_reuse(void) {
     unsigned char *p = malloc(48);
     memset(p, 0xa5, 48);
@@ -266,6 +282,7 @@ int main(int argc, char **argv) {
     if (chk_parse_options(argc, argv)) return 2;
     RUN_TEST(usable_zero_byte);
     RUN_TEST(quarantine_delays_reuse);
+    RUN_TEST(fresh_order_random);
     RUN_TEST(realloc_growth);
     RUN_TEST(calloc_zeroed);
     RUN_TEST(aligned);

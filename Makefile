@@ -2,6 +2,8 @@
 #   make            release: build/libhakmem.so (and libhakmem.so.0, a link to it), build/libhakmem.a
 #   make debug      debug:   build/debug/libhakmem.so, .a (-O0 -g, internal consistency checks)
 #   make stats      stats:   build/stats/libhakmem.so (counts every allocation and free per class)
+#   make hardened   hardened: build/hardened/libhakmem.so (canaries, zero on free, quarantine,
+#                   guard pages: docs/security.md, "The hardened build")
 #   make test       the whole test suite (tests/run_tests.sh), ends with "N passed, N failed"
 #   make bench      the allocator comparison (bench/run.py); QUICK=1 for a short run
 #   make attack     the attack suite under hakmem, glibc and the peers: misuse caught
@@ -32,6 +34,7 @@ CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -ftls-model=in
 CFLAGS_RELEASE := -O2 -DNDEBUG -g
 CFLAGS_DEBUG   := -O0 -g3 -DHAK_DEBUG=1
 CFLAGS_STATS   := -O2 -g -DNDEBUG -DHAK_STATS_FULL=1
+CFLAGS_HARDENED := -O2 -g -DNDEBUG -DHAK_HARDENED=1
 LDLIBS_LIB := -pthread -ldl
 # the soname (mk/install.mk checks that it matches HAKMEM_VERSION_MAJOR)
 SONAME  := libhakmem.so.0
@@ -39,12 +42,14 @@ SONAME  := libhakmem.so.0
 REL_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
 DBG_OBJS := $(patsubst src/%.c,$(BUILD)/debug/obj/%.o,$(SRCS))
 STA_OBJS := $(patsubst src/%.c,$(BUILD)/stats/obj/%.o,$(SRCS))
+HRD_OBJS := $(patsubst src/%.c,$(BUILD)/hardened/obj/%.o,$(SRCS))
 
-.PHONY: all release debug stats test bench clean soak
+.PHONY: all release debug stats hardened test bench clean soak
 all: release
 release: $(BUILD)/libhakmem.so $(BUILD)/$(SONAME) $(BUILD)/libhakmem.a
 debug: $(BUILD)/debug/libhakmem.so $(BUILD)/debug/$(SONAME) $(BUILD)/debug/libhakmem.a
 stats: $(BUILD)/stats/libhakmem.so $(BUILD)/stats/$(SONAME)
+hardened: $(BUILD)/hardened/libhakmem.so $(BUILD)/hardened/$(SONAME)
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -53,6 +58,11 @@ $(BUILD)/stats/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS_STATS) $(EXTRA_CFLAGS) -c $< -o $@
 $(BUILD)/stats/libhakmem.so: $(STA_OBJS)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
+$(BUILD)/hardened/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS_HARDENED) $(EXTRA_CFLAGS) -c $< -o $@
+$(BUILD)/hardened/libhakmem.so: $(HRD_OBJS)
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/debug/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -70,7 +80,7 @@ $(BUILD)/debug/libhakmem.a: $(DBG_OBJS)
 # each libhakmem.so (the file itself) gets a link named after its soname, the
 # name that programs linked with -lhakmem ask the loader for: build/ then
 # works with -Wl,-rpath or LD_LIBRARY_PATH like an installed library
-$(BUILD)/$(SONAME) $(BUILD)/debug/$(SONAME) $(BUILD)/stats/$(SONAME): %/$(SONAME): %/libhakmem.so
+$(BUILD)/$(SONAME) $(BUILD)/debug/$(SONAME) $(BUILD)/stats/$(SONAME) $(BUILD)/hardened/$(SONAME): %/$(SONAME): %/libhakmem.so
 	ln -sfn libhakmem.so $@
 
 -include tests/tests.mk

@@ -45,7 +45,9 @@ void   hakmem_free_aligned_sized(void *p, size_t alignment, size_t size);
 const char *hakmem_version(void);
 
 /* Build variant: "release", "debug" (make debug: internal consistency
- * checks) or "stats" (make stats: every allocation and free counted). */
+ * checks), "stats" (make stats: every allocation and free counted) or
+ * "hardened" (make hardened: canaries, zero on free, quarantine, guard
+ * pages; docs/security.md). */
 const char *hakmem_build_variant(void);
 
 /* Write the live sampled blocks (HAKMEM_SAMPLE_BYTES > 0) as a heap profile

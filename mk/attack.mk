@@ -3,7 +3,8 @@
 #
 #   make attack-bins   build the attack programs into build/tests/attack/
 #   make attack        build them and the release library, then print the
-#                      caught counts per family for hakmem (release), glibc
+#                      caught counts per family for hakmem (release and
+#                      hardened), glibc
 #                      and each peer installed (tests/attack/compare.sh);
 #                      PEERS="name=/path/lib.so ..." adds peers, as for
 #                      make bench; ATTACK_CASES=1 also prints every case
@@ -32,8 +33,8 @@ $(ATTACK_OUT)/%: tests/attack/%.cc tests/attack/attack.h
 
 .PHONY: attack attack-bins
 attack-bins: $(ATTACK_BINS)
-attack: release attack-bins
+attack: release hardened attack-bins
 	@ATTACK_CASES='$(ATTACK_CASES)' bash tests/attack/compare.sh $(strip $(PEERS))
 
-# suite_attack.sh runs them under the release and debug builds
+# suite_attack.sh runs them under the release, debug and hardened builds
 TEST_DEPS += $(ATTACK_BINS)

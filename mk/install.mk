@@ -9,6 +9,9 @@
 #   libhakmem.so -> libhakmem.so.X (link-time name), libhakmem.a
 #   $(INCLUDEDIR)/hakmem.h
 #   $(PKGCONFIGDIR)/hakmem.pc            from mk/hakmem.pc.in
+#   $(LIBDIR)/libhakmem-hardened.so.X.Y.Z, libhakmem-hardened.so -> it
+#                                        the hardened build (make hardened), for
+#                                        LD_PRELOAD and `hakmem run --hardened`
 #   $(BINDIR)/hakmem                     the launcher, from tools/hakmem
 # BINDIR, LIBDIR, INCLUDEDIR and PKGCONFIGDIR can be set individually.  The
 # paths written into hakmem.pc and the launcher never contain DESTDIR.
@@ -25,6 +28,7 @@ HAKMEM_VERSION := $(shell sed -n 's/^\#define HAKMEM_VERSION_STRING "\(.*\)"/\1/
 HAKMEM_SOMAJOR := $(firstword $(subst ., ,$(HAKMEM_VERSION)))
 HAKMEM_SONAME  := libhakmem.so.$(HAKMEM_SOMAJOR)
 HAKMEM_REALSO  := libhakmem.so.$(HAKMEM_VERSION)
+HAKMEM_HARDENED_REALSO := libhakmem-hardened.so.$(HAKMEM_VERSION)
 
 INSTALL_GEN := $(BUILD)/install
 # sed replacement text: escape \ & and the | delimiter in user-supplied paths
@@ -34,6 +38,7 @@ INSTALL_SED := -e 's|@PREFIX@|$(call sed_escape,$(PREFIX))|g' \
                -e 's|@INCLUDEDIR@|$(call sed_escape,$(INCLUDEDIR))|g' \
                -e 's|@VERSION@|$(HAKMEM_VERSION)|g' \
                -e 's|@HAKMEM_LIB@|$(call sed_escape,$(LIBDIR)/$(HAKMEM_SONAME))|g' \
+               -e 's|@HAKMEM_HARDENED_LIB@|$(call sed_escape,$(LIBDIR)/libhakmem-hardened.so)|g' \
                -e 's|@HAKMEM_VERSION@|$(HAKMEM_VERSION)|g'
 
 .PHONY: install uninstall install-check-version FORCE_INSTALL_GEN
@@ -54,11 +59,13 @@ $(INSTALL_GEN)/hakmem: tools/hakmem include/hakmem.h FORCE_INSTALL_GEN
 	@mkdir -p $(dir $@)
 	sed $(INSTALL_SED) $< > $@.tmp && mv $@.tmp $@
 
-install: release install-check-version $(INSTALL_GEN)/hakmem.pc $(INSTALL_GEN)/hakmem
+install: release hardened install-check-version $(INSTALL_GEN)/hakmem.pc $(INSTALL_GEN)/hakmem
 	$(INSTALL) -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(BINDIR)'
 	$(INSTALL) -m 755 $(BUILD)/libhakmem.so '$(DESTDIR)$(LIBDIR)/$(HAKMEM_REALSO)'
 	ln -sfn $(HAKMEM_REALSO) '$(DESTDIR)$(LIBDIR)/$(HAKMEM_SONAME)'
 	ln -sfn $(HAKMEM_SONAME) '$(DESTDIR)$(LIBDIR)/libhakmem.so'
+	$(INSTALL) -m 755 $(BUILD)/hardened/libhakmem.so '$(DESTDIR)$(LIBDIR)/$(HAKMEM_HARDENED_REALSO)'
+	ln -sfn $(HAKMEM_HARDENED_REALSO) '$(DESTDIR)$(LIBDIR)/libhakmem-hardened.so'
 	$(INSTALL) -m 644 $(BUILD)/libhakmem.a '$(DESTDIR)$(LIBDIR)/libhakmem.a'
 	$(INSTALL) -m 644 include/hakmem.h '$(DESTDIR)$(INCLUDEDIR)/hakmem.h'
 	$(INSTALL) -m 644 $(INSTALL_GEN)/hakmem.pc '$(DESTDIR)$(PKGCONFIGDIR)/hakmem.pc'
@@ -67,5 +74,6 @@ install: release install-check-version $(INSTALL_GEN)/hakmem.pc $(INSTALL_GEN)/h
 uninstall: install-check-version
 	rm -f '$(DESTDIR)$(LIBDIR)/$(HAKMEM_REALSO)' '$(DESTDIR)$(LIBDIR)/$(HAKMEM_SONAME)' \
 	      '$(DESTDIR)$(LIBDIR)/libhakmem.so' '$(DESTDIR)$(LIBDIR)/libhakmem.a' \
+	      '$(DESTDIR)$(LIBDIR)/$(HAKMEM_HARDENED_REALSO)' '$(DESTDIR)$(LIBDIR)/libhakmem-hardened.so' \
 	      '$(DESTDIR)$(INCLUDEDIR)/hakmem.h' '$(DESTDIR)$(PKGCONFIGDIR)/hakmem.pc' \
 	      '$(DESTDIR)$(BINDIR)/hakmem'

@@ -5,7 +5,7 @@
  * linked hakmem serves malloc, free, calloc, realloc, reallocarray,
  * posix_memalign, aligned_alloc, memalign, valloc, pvalloc,
  * malloc_usable_size, free_sized and free_aligned_sized. */
-#include "hak_internal.h"
+#include "hak_hardened.h"
 #include <stdlib.h>
 
 #ifdef HAK_NO_OVERRIDE
@@ -14,15 +14,23 @@
 #define HAK_ALIAS(std, ours) extern __typeof__(ours) std __attribute__((alias(#ours), visibility("default")));
 #endif
 
-/* The sampling hook: HAK_SAMPLED (hak_internal.h). */
+/* The sampling hook: HAK_SAMPLED (hak_internal.h).  Every entry point
+ * goes through the hardened layer in the hardened build (hak_hardened.h). */
 HAK_PROF_ENTRY
-HAK_EXPORT void *hakmem_malloc(size_t size) { return hak_malloc_sampled(size); }
-HAK_EXPORT void hakmem_free(void *p) { hak_free_inline(p); }
+HAK_EXPORT void *hakmem_malloc(size_t size) {
+    if (HAK_HARDENED_ENABLED) return hak_hardened_malloc(size, HAK_HARDENED_BY_MALLOC);
+    return hak_malloc_sampled(size);
+}
+HAK_EXPORT void hakmem_free(void *p) {
+    if (HAK_HARDENED_ENABLED) hak_hardened_free(p, "free()", false, 0, false);
+    else hak_free_inline(p);
+}
 
 HAK_PROF_ENTRY
 HAK_EXPORT void *hakmem_calloc(size_t n, size_t size) {
     size_t total;
     if (hak_unlikely(__builtin_mul_overflow(n, size, &total))) { errno = ENOMEM; return NULL; }
+    if (HAK_HARDENED_ENABLED) return hak_hardened_calloc(total);
     if (HAK_SAMPLED(total)) return hak_profile_malloc(total, HAK_MIN_ALIGN, true);
     return hak_calloc_total(total);
 }
@@ -47,6 +55,7 @@ static HAK_PROF_ENTRY void *hak_realloc_move(void *p, size_t size, size_t usable
  * sampled block (HAK_PAGE_SAMPLED) that moves leaves the profile with its
  * free; the new block is sampled, or not, as any. */
 HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
+    if (HAK_HARDENED_ENABLED) return hak_hardened_realloc(p, size);
     if (p == NULL) return hak_malloc_sampled(size);
     if (size == 0) { hak_free_inline(p); return NULL; }   /* as glibc */
     /* The common case first, with a remote free's quick check (a live block
@@ -126,6 +135,7 @@ HAK_PROF_ENTRY HAK_EXPORT void *hakmem_reallocarray(void *p, size_t n, size_t si
 
 /* The aligned allocations, sampled for heap profiles as malloc is. */
 HAK_PROF_ENTRY void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
+    if (HAK_HARDENED_ENABLED) return hak_hardened_aligned(size, align, zero, HAK_HARDENED_BY_MALLOC);
     if (size <= PTRDIFF_MAX && HAK_SAMPLED(size)) return hak_profile_malloc(size, align, zero);
     return hak_aligned_plain(size, align, zero);
 }
@@ -165,15 +175,25 @@ HAK_PROF_ENTRY HAK_EXPORT void *hakmem_pvalloc(size_t size) {
     return hak_malloc_aligned(rounded, ps, false);
 }
 
-HAK_EXPORT size_t hakmem_usable_size(const void *p) { return hak_usable_size(p); }
+HAK_EXPORT size_t hakmem_usable_size(const void *p) {
+    if (HAK_HARDENED_ENABLED) return hak_hardened_usable(p);
+    return hak_usable_size(p);
+}
 
 /* C23: the size (and alignment) must be what the block was allocated with;
  * a size larger than the block can hold is a misuse hakmem reports. */
 HAK_EXPORT void hakmem_free_sized(void *p, size_t size) {
+    if (HAK_HARDENED_ENABLED) { hak_hardened_free(p, "free_sized()", true, size, false); return; }
     if (HAK_DEBUG_ENABLED && p && size > hak_usable_size(p)) hak_fatal("free_sized()", "size larger than the block", p);
     hak_free_inline(p);
 }
 HAK_EXPORT void hakmem_free_aligned_sized(void *p, size_t align, size_t size) {
+    if (HAK_HARDENED_ENABLED) {
+        if (align != 0 && ((uintptr_t)p & (align - 1)) != 0)
+            hak_fatal("free_aligned_sized()", "alignment does not match the block", p);
+        hak_hardened_free(p, "free_aligned_sized()", true, size, false);
+        return;
+    }
     if (HAK_DEBUG_ENABLED && p && (((uintptr_t)p & (align - 1)) != 0 || size > hak_usable_size(p)))
         hak_fatal("free_aligned_sized()", "alignment or size does not match the block", p);
     hak_free_inline(p);

@@ -19,6 +19,7 @@
  * The complete check, hak_block_in, also serves realloc() and
  * malloc_usable_size(). */
 #include "hak_purge.h"   /* the slot lock (hak_block_is_free) */
+#include "hak_hardened.h" /* hak_usable_op */
 
 void (*hak_sampled_freed)(void *p);   /* hak_internal.h: registered by hak_profile.c */
 hak_guard_hooks_t hak_guard_hooks;    /* hak_internal.h: registered by hak_guard.c */
@@ -305,10 +306,13 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
  * The quick check first, as a remote free's (hak_free_slow): a heap's
  * segment, the start of a carved block of a page without aligned blocks,
  * not free -- then the block is the page's block size. */
-size_t hak_usable_size(const void *p) {
+HAK_INLINE size_t hak_usable_in(const void *p, const char *op) {
     const hak_page_t *page = hak_quick_page(p);
-    return hak_likely(page != NULL) ? page->block_size : hak_usable_checked(p, "malloc_usable_size()");
+    return hak_likely(page != NULL) ? page->block_size : hak_usable_checked(p, op);
 }
+size_t hak_usable_size(const void *p) { return hak_usable_in(p, "malloc_usable_size()"); }
+/* The same, naming op in a report (the hardened layer's free and realloc). */
+size_t hak_usable_op(const void *p, const char *op) { return hak_usable_in(p, op); }
 
 /* ---- operator delete's size ---- */
 

@@ -614,7 +614,7 @@ void hak_heaps_unlock_after_fork(bool child) {
 }
 
 /* The fork handlers of the layers above, in order of registration. */
-#define HAK_FORK_HOOKS 4
+#define HAK_FORK_HOOKS 8
 static struct { void (*prepare)(void), (*parent)(void), (*child)(void); } hak_fork_hooks[HAK_FORK_HOOKS];
 static _Atomic unsigned hak_fork_hook_count;
 void hak_fork_hook_add(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {

@@ -14,6 +14,7 @@
  * use, so free() of a pointer into it is reported (a double free), and
  * hakmem_owns() still knows it. */
 #include "hak_purge.h"
+#include "hak_hardened.h"
 
 static size_t hak_huge_header(void) { return sizeof(hak_segment_t) + sizeof(hak_page_t); }
 static size_t hak_units(size_t size) { return (size + HAK_SEGMENT_SIZE - 1) >> HAK_SEGMENT_SHIFT; }
@@ -183,7 +184,9 @@ static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, s
  * one cached mapping grown in place; several cached mappings composed;
  * fresh memory. */
 #define HAK_HUGE_PIECES 8
+static void *hak_huge_guarded(size_t size, size_t align);
 void *hak_huge_alloc(size_t size, size_t align, bool zero) {
+    if (HAK_HARDENED_ENABLED) return hak_huge_guarded(size, align);
     if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
     size_t offset = hak_round_up(hak_huge_header(), align);
     size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
@@ -222,6 +225,37 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     return p;
 }
 
+/* The hardened build's huge block: always a fresh mapping (zero), with a
+ * guard page after the header and the rest of the mapping after the block
+ * inaccessible; the block ends at that guard (as far as its alignment
+ * allows).  Its free unmaps it (no huge cache). */
+static void *hak_huge_guarded(size_t size, size_t align) {
+    if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
+    size_t ps = hak_os_page_size();
+    size_t hdr = hak_round_up(hak_huge_header(), ps), base = hdr + ps;
+    if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+    size_t n = size ? size : 1, offset, end;
+    if (align <= ps) {
+        end = hak_round_up(base + n, ps);
+        offset = (end - n) & ~(align - 1);
+    } else {
+        offset = hak_round_up(base, align);
+        end = hak_round_up(offset + n, ps);
+    }
+    size_t need = hak_round_up(end + ps, HAK_SEGMENT_SIZE);
+    size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
+    if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff) { errno = ENOMEM; return NULL; }
+    hak_segment_t *seg = hak_os_map_aligned(need, map_align);
+    if (!seg) { errno = ENOMEM; return NULL; }
+    hak_huge_setup(seg, need, offset);
+    seg->pages[0].block_size = seg->pages[0].area = end - offset;
+    hak_os_guard((uint8_t *)seg + hdr, (offset & ~(ps - 1)) - hdr);
+    hak_os_guard((uint8_t *)seg + end, need - end);
+    hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
+    hak_cache_huge_live((int64_t)need);
+    return seg->pages[0].start;
+}
+
 hak_huge_hooks_t hak_huge_hooks;
 
 void hak_huge_free(hak_segment_t *seg) {
@@ -231,7 +265,7 @@ void hak_huge_free(hak_segment_t *seg) {
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
     hak_cache_huge_live(-(int64_t)size);
     hak_huge_header_init(seg, size);             /* its page is no longer in use */
-    if (hak_cache_huge_put(seg, size, size, true)) { hak_purger_kick(); return; }
+    if (!HAK_HARDENED_ENABLED && hak_cache_huge_put(seg, size, size, true)) { hak_purger_kick(); return; }
     hak_huge_release(seg, size);
 }
 

@@ -4,7 +4,7 @@
  * option can then be overridden by its own variable.  A bad value is named in
  * a warning and the default stays.  HAKMEM_VERBOSE=1 prints the table.
  * docs/options.md documents every row. */
-#include "hak_internal.h"
+#include "hak_hardened.h"   /* HAK_HARDENED_ENABLED */
 #include <stdlib.h>
 
 hak_options_t hak_opt;   /* filled from the table by hak_options_init(), before any heap exists */
@@ -91,5 +91,5 @@ void hak_options_print(void) {
 }
 
 HAK_EXPORT const char *hakmem_build_variant(void) {
-    return HAK_DEBUG_ENABLED ? "debug" : HAK_STATS_FULL_ENABLED ? "stats" : "release";
+    return HAK_DEBUG_ENABLED ? "debug" : HAK_STATS_FULL_ENABLED ? "stats" : HAK_HARDENED_ENABLED ? "hardened" : "release";
 }

@@ -1,6 +1,6 @@
 /* hak_os.c -- the platform interface: every mmap, munmap, madvise and mremap
  * hakmem makes goes through here (and is counted), plus time and RSS. */
-#include "hak_internal.h"
+#include "hak_hardened.h"   /* hak_os_guard */
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -242,6 +242,15 @@ void hak_os_decommit(void *p, size_t size) {
     hak_count(mmap_calls);
     (void)mmap(p, size, PROT_NONE, HAK_MAP_NONE | MAP_FIXED, -1, 0);
     errno = saved;
+}
+
+/* A guard: [p, p + size) (page-aligned) faults on any access (the hardened
+ * build's guard pages, hak_segment.c and hak_huge.c). */
+bool hak_os_guard(void *p, size_t size) {
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_NONE) == 0;
+    errno = saved;
+    return ok;
 }
 
 /* MADV_FREE: the kernel takes the pages only under memory pressure, and a

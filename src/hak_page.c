@@ -4,7 +4,7 @@
  * page->local_free.  Everything else lands here: refilling a class's current
  * page, moving pages between the class queues and the full queue, remote
  * frees, delayed frees into full pages, aligned blocks, and misuse checks. */
-#include "hak_internal.h"
+#include "hak_hardened.h"   /* HAK_HARDENED_ENABLED: fresh blocks in random order */
 
 /* ---- queues ---- */
 
@@ -124,6 +124,33 @@ void hak_page_free_collect(hak_page_t *page) {
     }
 }
 
+/* The hardened build: the n fresh blocks from first go on the free list in
+ * a random order (Fisher-Yates with a per-thread xorshift seeded from
+ * getrandom), so the next fresh block of a class is not the neighbour of
+ * the last.  n <= 256 (4 KiB of 16-byte blocks). */
+static HAK_TLS uint64_t hak_carve_rng;
+static HAK_NOINLINE void hak_page_extend_shuffled(hak_page_t *page, uint8_t *first, uint32_t n) {
+    uint16_t order[256];
+    uint64_t x = hak_carve_rng ? hak_carve_rng : (hak_os_random() | 1);
+    for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
+    for (uint32_t i = n - 1; i > 0; i--) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        uint32_t j = (uint32_t)(x % (i + 1));
+        uint16_t t = order[i]; order[i] = order[j]; order[j] = t;
+    }
+    hak_carve_rng = x;
+    hak_block_t *head = page->free;
+    for (uint32_t i = 0; i < n; i++) {
+        hak_block_t *b = (hak_block_t *)(first + (size_t)order[i] * page->block_size);
+        b->next = head;
+        b->key = page->free_key;   /* what malloc's pop checks */
+        head = b;
+    }
+    page->free = head;
+    HAK_SET_RELAXED(page->capacity, page->capacity + n);
+    hak_page_update_limit(page);
+}
+
 /* Carve fresh blocks from the never-used tail: about 4 KiB worth, and one
  * block at a time from 4 KiB up.  Carving writes each block's link, so it
  * touches one OS page per block of 4 KiB or more: a class that needs one
@@ -136,6 +163,7 @@ static void hak_page_extend(hak_page_t *page) {
     uint32_t step = bsize >= 4096 ? 1 : bsize >= 1024 ? 4 : (uint32_t)(4096 / bsize);
     if (n > step) n = step;
     uint8_t *first = page->start + (size_t)page->capacity * bsize;
+    if (HAK_HARDENED_ENABLED && n > 1) { hak_page_extend_shuffled(page, first, n); return; }
     for (uint32_t i = 0; i < n; i++) {
         hak_block_t *b = (hak_block_t *)(first + i * bsize);
         b->next = i + 1 < n ? (hak_block_t *)(first + (i + 1) * bsize) : page->free;

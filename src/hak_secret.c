@@ -3,7 +3,7 @@
  * (hak_page_new_key) and an aligned block's mark (hak_aligned_mark).  Neither may
  * reveal an address to a program that reads freed memory, and neither may be
  * a value a program stores by chance. */
-#include "hak_internal.h"
+#include "hak_hardened.h"
 
 _Atomic uint64_t hak_secrets[2];
 
@@ -30,4 +30,12 @@ static _Atomic uint64_t hak_key_serial;
 uintptr_t hak_page_new_key(void) {
     uint64_t n = atomic_fetch_add_explicit(&hak_key_serial, 1, memory_order_relaxed);
     return (((n << 1) ^ (hak_secret(0) & ~(uint64_t)1)) * 0x9e3779b97f4a7c15u) | 1u;
+}
+
+/* The inverse: w is a key if it is odd and ((w & ~1) * C^-1) ^ s is twice a
+ * serial already drawn (the hardened build's reuse check, hak_hardened.c). */
+bool hak_page_key_issued(uint64_t w) {
+    if (!(w & 1)) return false;
+    uint64_t x = ((w & ~(uint64_t)1) * 0xf1de83e19937733du) ^ (hak_secret(0) & ~(uint64_t)1);
+    return (x >> 1) < atomic_load_explicit(&hak_key_serial, memory_order_relaxed);
 }

@@ -11,10 +11,14 @@
  * committed memory.  The heap's segment lists and slot purge state are
  * written under heap->slot_lock (hak_purge.h). */
 #include "hak_purge.h"
+#include "hak_hardened.h"
 
 static size_t hak_segment_header_size(unsigned page_count) {
     return hak_round_up(sizeof(hak_segment_t) + page_count * sizeof(hak_page_t), 256);
 }
+
+_Static_assert(sizeof(hak_segment_t) + HAK_MAX_PAGES_PER_SEGMENT * sizeof(hak_page_t) <= HAK_HARDENED_GUARD_AT,
+               "every header ends before the hardened build's guard page");
 
 size_t hak_segment_header_bytes(const hak_segment_t *seg) { return hak_segment_header_size(seg->page_count); }
 
@@ -31,8 +35,8 @@ uint8_t *hak_segment_page_area(hak_segment_t *seg, hak_page_t *page, size_t *siz
     size_t i = (size_t)(page - seg->pages);
     uint8_t *lo = (uint8_t *)seg + (i << seg->page_shift);
     size_t len = (size_t)1 << seg->page_shift;
-    if (i == 0) {
-        size_t h = hak_segment_header_size(seg->page_count);
+    if (i == 0) {   /* (the hardened build: past the header's guard page) */
+        size_t h = HAK_HARDENED_ENABLED ? HAK_HARDENED_HEADER : hak_segment_header_size(seg->page_count);
         lo += h; len -= h;
     }
     *size = len;
@@ -121,6 +125,11 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
     if (!seg) {
         seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
         if (!seg) return NULL;
+        /* the hardened build: a guard page between the header and the
+         * pages, kept while the segment is cached (where it lies does not
+         * depend on the kind); not with OS pages larger than the guard */
+        if (HAK_HARDENED_ENABLED && hak_os_page_size() <= HAK_HARDENED_GUARD)
+            hak_os_guard((uint8_t *)seg + HAK_HARDENED_GUARD_AT, HAK_HARDENED_GUARD);
     }
     if (state == HAK_CACHED_SAME) {
         seg->next = seg->prev = NULL;

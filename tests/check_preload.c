@@ -1,6 +1,6 @@
 /* check_preload.c -- report whether hakmem serves this process's malloc.
  *
- * usage: check_preload [release|debug]
+ * usage: check_preload [release|debug|hardened]
  * Prints one line "hakmem: yes|no ..." and exits 0 only if hakmem_owns exists,
  * claims a freshly malloc'd block, and (if given) the build variant matches.
  * The suites run it under the same LD_PRELOAD as the real programs to prove

@@ -26,6 +26,7 @@ ROOT=$PWD
 T=$ROOT/build/tests
 REL_SO=$ROOT/build/libhakmem.so
 DBG_SO=$ROOT/build/debug/libhakmem.so
+HRD_SO=$ROOT/build/hardened/libhakmem.so   # make hardened
 export LC_ALL=C
 unset LD_PRELOAD LD_LIBRARY_PATH MALLOC_CHECK_ MALLOC_PERTURB_ GLIBC_TUNABLES
 for _v in $(compgen -e); do

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# suite_attack.sh -- the attack suite (tests/attack/) under the release and
-# the debug build: each case must end as tests/attack/expected.tsv says
+# suite_attack.sh -- the attack suite (tests/attack/) under the release, the
+# debug and the hardened build (make hardened): each case must end as tests/attack/expected.tsv says
 # (caught or missed; ok for the legit programs).  A case that now ends
 # otherwise FAILs, an improvement as much as a regression: record it in
 # expected.tsv.  One line per case and build: attack.<build>.<case>.
 source "$(dirname "$0")/lib.sh"
 A=$ROOT/tests/attack
-need attack "$REL_SO" "$DBG_SO" "$T/attack/attack_free" "$T/attack/attack_cxx" || exit 1
+need attack "$REL_SO" "$DBG_SO" "$HRD_SO" "$T/attack/attack_free" "$T/attack/attack_cxx" || exit 1
 
-for v in release debug; do
+for v in release debug hardened; do
     so=$REL_SO col=2
     [[ $v == debug ]] && so=$DBG_SO col=3
+    [[ $v == hardened ]] && so=$HRD_SO col=4
     out=$(ATTACK_BIN=$T/attack limit 300 bash "$A/run.sh" "$so" 2>&1)
     rc=$?
     if timed_out $rc; then

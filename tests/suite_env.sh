@@ -39,7 +39,7 @@ P=$W/prefix
 mkdir -p "$P/lib"
 echo keep >"$P/lib/unrelated.so"            # must survive uninstall
 if limit 60 make --no-print-directory -s install PREFIX="$P" >"$W/inst.log" 2>&1; then
-    expect="bin/hakmem include/hakmem.h lib/libhakmem.a lib/libhakmem.so lib/libhakmem.so.$MAJOR lib/libhakmem.so.$VER lib/pkgconfig/hakmem.pc lib/unrelated.so"
+    expect="bin/hakmem include/hakmem.h lib/libhakmem-hardened.so lib/libhakmem-hardened.so.$VER lib/libhakmem.a lib/libhakmem.so lib/libhakmem.so.$MAJOR lib/libhakmem.so.$VER lib/pkgconfig/hakmem.pc lib/unrelated.so"
     got=$(cd "$P" && find . \( -type f -o -type l \) | sed 's|^\./||' | sort | tr '\n' ' ')
     [[ $got == "$expect " ]] && pass env.install.files || fail env.install.files "installed: $got; expected: $expect"
     l1=$(readlink "$P/lib/libhakmem.so") l2=$(readlink "$P/lib/libhakmem.so.$MAJOR")
@@ -50,6 +50,9 @@ if limit 60 make --no-print-directory -s install PREFIX="$P" >"$W/inst.log" 2>&1
     else
         fail env.install.soname_chain "libhakmem.so -> $l1, .so.$MAJOR -> $l2, SONAME $soname (or contents differ from build/)"
     fi
+    [[ $(readlink "$P/lib/libhakmem-hardened.so") == "libhakmem-hardened.so.$VER" ]] &&
+        cmp -s "$P/lib/libhakmem-hardened.so.$VER" "$HRD_SO" && pass env.install.hardened ||
+        fail env.install.hardened "libhakmem-hardened.so -> $(readlink "$P/lib/libhakmem-hardened.so") (or contents differ from $HRD_SO)"
     [[ -x $P/bin/hakmem ]] && ! grep -q '@[A-Z_]*@' "$P/bin/hakmem" "$P/lib/pkgconfig/hakmem.pc" &&
         pass env.install.substituted || fail env.install.substituted "launcher or hakmem.pc not executable / not substituted"
 else
@@ -98,16 +101,21 @@ unset PKG_CONFIG_PATH
 
 # the launcher: installed copy and source-tree copy
 launcher() {
-    local tag=$1 L=$2 lib=$3
+    local tag=$1 L=$2 lib=$3 hlib=$4
     local out rc
     out=$(limit 30 "$L" --version 2>&1)
     [[ $out == "hakmem $VER" ]] && pass "env.$tag.version" || fail "env.$tag.version" "--version said '$out'"
     out=$(limit 30 "$L" --library 2>&1)
     [[ $out == "$lib" ]] && pass "env.$tag.library" || fail "env.$tag.library" "--library said '$out', expected $lib"
     out=$(limit 30 "$L" --help 2>&1)
-    [[ $? == 0 && $out == *"run [--profile speed|balanced|lean] [--stats]"* ]] && pass "env.$tag.help" ||
+    [[ $? == 0 && $out == *"run [--hardened] [--profile speed|balanced|lean] [--stats]"* && $out == *"--hardened "* ]] && pass "env.$tag.help" ||
         fail "env.$tag.help" "--help: $(head -n 1 <<<"$out")"
     out=$(limit 30 "$L" run -- "$T/check_preload" release 2>&1) && pass "env.$tag.run" || fail "env.$tag.run" "$out"
+    out=$(limit 30 "$L" run --hardened -- "$T/check_preload" hardened 2>&1) && pass "env.$tag.hardened" ||
+        fail "env.$tag.hardened" "$out"
+    out=$(limit 30 "$L" run --hardened -- sh -c 'printf %s "$LD_PRELOAD"' 2>&1)
+    [[ $out == "$hlib" ]] && pass "env.$tag.hardened_library" ||
+        fail "env.$tag.hardened_library" "LD_PRELOAD became '$out', expected $hlib"
     out=$(limit 30 "$L" run --stats -- /bin/true 2>&1)
     [[ $? == 0 && $out == *"hakmem $VER statistics"* ]] && pass "env.$tag.stats" ||
         fail "env.$tag.stats" "no statistics: $(head -n 1 <<<"$out")"
@@ -128,7 +136,7 @@ launcher() {
     ((bad == 0)) && pass "env.$tag.bad_usage_exit_2" || fail "env.$tag.bad_usage_exit_2" "$why"
 }
 if [[ -x $P/bin/hakmem && -x $T/check_preload ]]; then
-    launcher launcher_installed "$P/bin/hakmem" "$P/lib/libhakmem.so.$MAJOR"
+    launcher launcher_installed "$P/bin/hakmem" "$P/lib/libhakmem.so.$MAJOR" "$P/lib/libhakmem-hardened.so"
     # the installed launcher runs under dash too (POSIX sh)
     if command -v dash >/dev/null; then
         out=$(limit 30 dash "$P/bin/hakmem" run -- "$T/check_preload" release 2>&1) && pass env.launcher_installed.dash ||
@@ -138,7 +146,7 @@ else
     skip env.launcher_installed "no installed launcher or no $T/check_preload (make test-bins)"
 fi
 if [[ -x $T/check_preload ]]; then
-    launcher launcher_source tools/hakmem "$REL_SO"
+    launcher launcher_source tools/hakmem "$REL_SO" "$HRD_SO"
     ln -s "$ROOT/tools/hakmem" "$W/hakmem-link"   # found through a symlink too
     out=$(limit 30 "$W/hakmem-link" run -- "$T/check_preload" release 2>&1) && pass env.launcher_source.symlink ||
         fail env.launcher_source.symlink "$out"
@@ -157,6 +165,8 @@ fi
 D=$W/stage
 if limit 60 make --no-print-directory -s install DESTDIR="$D" PREFIX=/opt/hakmem >"$W/inst2.log" 2>&1; then
     if [[ -f $D/opt/hakmem/lib/libhakmem.so.$VER && -f $D/opt/hakmem/lib/pkgconfig/hakmem.pc ]] &&
+        [[ -f $D/opt/hakmem/lib/libhakmem-hardened.so.$VER ]] &&
+        grep -q "HAKMEM_HARDENED_LIB='/opt/hakmem/lib/libhakmem-hardened.so'" "$D/opt/hakmem/bin/hakmem" &&
         grep -qx 'libdir=/opt/hakmem/lib' "$D/opt/hakmem/lib/pkgconfig/hakmem.pc" &&
         [[ $(limit 30 "$D/opt/hakmem/bin/hakmem" --library) == "/opt/hakmem/lib/libhakmem.so.$MAJOR" ]] &&
         ! grep -rq "$D" "$D/opt/hakmem/bin" "$D/opt/hakmem/lib/pkgconfig"; then

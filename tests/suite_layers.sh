@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # suite_layers.sh -- the order of layers (issue 24): tools/layer-check.py with
 # the one table tools/layers.tsv, on the objects of the release build (and of
-# the debug and stats builds when they are there):
+# the debug, stats and hardened builds when they are there):
 #   layers.table                 every source file has one layer
 #   layers.no_new_upward_calls   no call into a higher layer but the listed ones
 #   layers.exceptions_current    every listed upward call still exists
@@ -16,7 +16,7 @@ CHECK=(/usr/bin/python3 tools/layer-check.py)
 dirs=()
 if need layers.objects build/obj/hak_alloc.o; then
     dirs+=(build/obj)
-    for d in build/debug/obj build/stats/obj; do
+    for d in build/debug/obj build/stats/obj build/hardened/obj; do
         [[ -e $d/hak_alloc.o ]] && dirs+=("$d")
     done
     echo "objects: ${dirs[*]}"

@@ -6,6 +6,8 @@
 # preload took effect (check_preload, LD_DEBUG=bindings, hakmem_owns via ctypes).
 # Python, sort and the C++ program run again under each profile and the
 # options that change behaviour (programs.*.<setting>).
+# The hardened build (make hardened) runs them too, and gcc, sqlite3, git
+# and perl (programs.*.hardened).
 # Under HAKMEM_BACKGROUND_PURGE=1 (issue 28): a Python child forked from a
 # thread exits once its threads end (tests/programs/fork_thread_join.py,
 # release and debug), and CPython's own ThreadJoinOnShutdown tests give the
@@ -138,6 +140,32 @@ run_pair programs.awk 60 sh -c "awk '$AWK_PROG' '$W/input.txt' | sort" -- \
 run_pair programs.cxx 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
 if [[ -e $DBG_SO ]]; then
     SO=$DBG_SO run_pair programs.cxx_debug 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
+fi
+
+# ---- the hardened build (make hardened): the same programs, and a
+# compiler, SQLite, git and perl, each output compared with the system
+# allocator's ----
+if need programs.hardened.setup "$HRD_SO"; then
+    out=$(LD_PRELOAD="$HRD_SO" limit 30 "$T/check_preload" hardened 2>&1) && pass programs.preload_hardened ||
+        fail programs.preload_hardened "$out"
+    SO=$HRD_SO run_pair programs.python.hardened 60 env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py -- \
+        env PYTHONMALLOC=malloc "$PY" tests/programs/churn.py --expect-hakmem
+    SO=$HRD_SO run_pair programs.sort.hardened 60 sort -S 1M -r "$W/input.txt" -- sort -S 1M -r "$W/input.txt"
+    SO=$HRD_SO run_pair programs.sort_numeric_parallel.hardened 60 sort -S 32M --parallel=2 -k2,2n -k1,1 "$W/input.txt" -- \
+        sort -S 32M --parallel=2 -k2,2n -k1,1 "$W/input.txt"
+    SO=$HRD_SO run_pair programs.awk.hardened 60 sh -c "awk '$AWK_PROG' '$W/input.txt' | sort" -- \
+        sh -c "awk '$AWK_PROG' '$W/input.txt' | sort"
+    SO=$HRD_SO run_pair programs.cxx.hardened 60 "$T/test_cxx" -- "$T/test_cxx" --expect-hakmem
+    SO=$HRD_SO run_pair programs.gcc.hardened 120 gcc -O2 -S -o - -Iinclude -Isrc src/hak_page.c -- \
+        gcc -O2 -S -o - -Iinclude -Isrc src/hak_page.c
+    SQL="create table t(a integer primary key, b text); with recursive c(x) as (select 1 union all select x + 1 from c
+         where x < 50000) insert into t select x, printf('%08d-%s', x * 7919 % 100003, hex(x)) from c;
+         create index tb on t(b); select count(*), sum(length(b)), min(b), max(b) from t;"
+    SO=$HRD_SO run_pair programs.sqlite.hardened 60 sqlite3 :memory: "$SQL" -- sqlite3 :memory: "$SQL"
+    SO=$HRD_SO run_pair programs.git.hardened 60 git log --stat -n 200 --format=%H%n%s -- \
+        git log --stat -n 200 --format=%H%n%s
+    PERL='my %h; $h{$_ x 3} = [split //, $_ x 5] for 1 .. 60000; my $n = 0; $n += @{$h{$_}} for keys %h; print "$n\n"'
+    SO=$HRD_SO run_pair programs.perl.hardened 60 perl -e "$PERL" -- perl -e "$PERL"
 fi
 
 # ---- the same programs under every profile and the options that change

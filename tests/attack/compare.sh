@@ -2,7 +2,8 @@
 # tests/attack/compare.sh -- the attack suite under several allocators, side
 # by side (make attack): caught counts per family, one column per allocator.
 #   compare.sh [name=/path/lib.so ...]
-# Columns: hakmem (build/libhakmem.so), glibc, the Debian peers that are
+# Columns: hakmem (build/libhakmem.so), hakmem-hardened
+# (build/hardened/libhakmem.so, made by make attack), glibc, the Debian peers that are
 # installed (mimalloc, jemalloc, tcmalloc, scudo; missing ones are skipped
 # with a note), then each name=/path/lib.so argument (make attack PEERS=...).
 # ATTACK_CASES=1 also prints every case's result per allocator.
@@ -14,7 +15,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${ATTACK_BIN:-$root/build/tests/attack}
 deb=/usr/lib/x86_64-linux-gnu
-names=(hakmem glibc) libs=("$root/build/libhakmem.so" glibc)
+names=(hakmem) libs=("$root/build/libhakmem.so")
+# the hardened build (make hardened) when it is built
+[[ -f $root/build/hardened/libhakmem.so ]] && names+=(hakmem-hardened) libs+=("$root/build/hardened/libhakmem.so")
+names+=(glibc) libs+=(glibc)
 for peer in "mimalloc=$deb/libmimalloc.so.2" "jemalloc=$deb/libjemalloc.so.2" \
             "tcmalloc=$deb/libtcmalloc_minimal.so.4" \
             "scudo=/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.scudo_standalone-x86_64.so" "$@"; do

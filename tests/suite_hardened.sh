@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# suite_hardened.sh -- the hardened build (make hardened; docs/security.md,
+# "The hardened build"), each case under LD_PRELOAD=build/hardened/libhakmem.so
+# with no HAKMEM_* option but its own:
+#   hardened.<misuse>   one misuse per run (tests/test_hardened.c): hakmem's
+#                       report and SIGABRT, or SIGSEGV for the guard pages
+#   hardened.<test>     correct programs run clean (usable size and the zero
+#                       byte after a block, the quarantine, realloc, calloc,
+#                       aligned, cross-thread frees, fork, the mapping count)
+# and the release build is not hardened (hardened.release_unchanged).
+source "$(dirname "$0")/lib.sh"
+BIN=$T/test_hardened
+need hardened "$BIN" "$HRD_SO" "$REL_SO" || exit 1
+
+ABRT=134 SEGV=139 P='0x[0-9a-f]+'
+# expect NAME CASE STATUS REGEX [ENV...]
+expect() {
+    local name=$1 case=$2 want=$3 re=$4
+    shift 4
+    expect_report "hardened.$name" "$want" "$re" env "$@" HAKMEM_CRASH_HANDLER=0 LD_PRELOAD="$HRD_SO" "$BIN" "$case"
+}
+expect overflow_canary   overflow_canary   $ABRT "^hakmem: free\(\): heap overflow detected \(the canary after the block was overwritten\) in block $P"
+expect overflow_trailer  overflow_trailer  $ABRT "^hakmem: free\(\): heap overflow detected \(the size word after the block was overwritten\) in block $P"
+expect overflow_realloc  overflow_realloc  $ABRT "^hakmem: realloc\(\): heap overflow detected .* in block $P"
+expect underflow         underflow         $ABRT "^hakmem: free\(\): heap overflow detected .* in block $P"
+expect underflow_large   underflow_large   $ABRT "^hakmem: free\(\): heap underflow detected \(the bytes before the block were overwritten\) in block $P"
+expect write_after_free_reuse      write_after_free_reuse      $ABRT \
+    "^hakmem: malloc\(\): write after free detected in the block it would return $P"
+expect write_after_free_quarantine write_after_free_quarantine $ABRT \
+    "^hakmem: (free|malloc)\(\): write after free detected in the freed block $P"
+expect double_free       double_free       $ABRT "^hakmem: free\(\): pointer already freed $P"
+expect delete_malloc     delete_malloc     $ABRT "^hakmem: operator delete\(\): block not allocated by operator new $P"
+expect sized_delete      sized_delete      $ABRT "^hakmem: operator delete\(\): size does not match the block \(sized delete\) $P"
+expect huge_guard        huge_guard        $SEGV ""
+expect segment_guard     segment_guard     $SEGV ""
+# the release build has none of it: the same overflow runs on
+out=$(limit 30 env LD_PRELOAD="$REL_SO" "$BIN" overflow_canary 2>&1)
+[[ $? == 0 && $out == SURVIVED ]] && pass hardened.release_unchanged ||
+    fail hardened.release_unchanged "the release build stopped the overflow: $(head -c 200 <<<"$out")"
+
+run_bin hardened.programs 120 env LD_PRELOAD="$HRD_SO" "$BIN" -p hardened
+run_bin hardened.programs.purger 120 env HAKMEM_BACKGROUND_PURGE=1 HAKMEM_PURGE_DELAY_MS=0 \
+    LD_PRELOAD="$HRD_SO" "$BIN" -p hardened.purger
+exit $SUITE_STATUS

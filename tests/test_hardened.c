@@ -1,0 +1,294 @@
+/* test_hardened.c -- the hardened build (make hardened, docs/security.md,
+ * "The hardened build"), run by tests/suite_hardened.sh under
+ * LD_PRELOAD=build/hardened/libhakmem.so.
+ *   test_hardened CASE    one misuse per run: the suite checks hakmem's
+ *                         report and SIGABRT; "SURVIVED" means it ran on
+ *   test_hardened [-t TEST] [-p PREFIX]
+ *                         the correct programs (check.h): they must run clean
+ */
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include "check.h"
+
+/* the misuse cases write outside their blocks on purpose */
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+
+static void *volatile sink;
+
+/* ---- misuse, one per run ---- */
+
+/* Free blocks of size n until p has left the quarantine: its key word (the
+ * free list's second word) is set then; it is 0 while quarantined. */
+static int evict(void *p, size_t n) {
+    for (int i = 0; i < 100000; i++) {
+        if (((volatile uint64_t *)p)[1] != 0) return 1;
+        free(malloc(n));
+    }
+    return 0;
+}
+
+static int misuse(const char *c) {
+    if (!strcmp(c, "overflow_canary")) {          /* one byte into the canary */
+        char *p = malloc(13); sink = p;
+        p[13] = 'x';
+        free(p);
+    } else if (!strcmp(c, "overflow_trailer")) {  /* no canary bytes: into the size word */
+        char *p = malloc(24); sink = p;
+        p[24] = 'x';
+        free(p);
+    } else if (!strcmp(c, "overflow_realloc")) {
+        char *p = malloc(100); sink = p;
+        p[100] = 'x';
+        sink = realloc(p, 1000);
+    } else if (!strcmp(c, "underflow")) {         /* into the previous block's size word */
+        enum { N = 256 };                         /* (fresh blocks come in random order) */
+        static char *v[N];
+        for (int i = 0; i < N; i++) v[i] = malloc(40);
+        char *a = NULL, *b = NULL;
+        for (int i = 0; i < N && !a; i++)
+            for (int j = 0; j < N; j++)
+                if (v[j] == v[i] + 48) { a = v[i]; b = v[j]; break; }
+        if (!a) { printf("no adjacent blocks\n"); return 3; }
+        b[-1] = 'x';
+        free(a);
+    } else if (!strcmp(c, "underflow_large")) {   /* before a large page's first block */
+        char *p = malloc((size_t)256 << 10); sink = p;
+        if (((uintptr_t)p & 0xffff) != 0) { printf("block not at a page's start\n"); return 3; }
+        p[-1] = 'x';
+        free(p);
+    } else if (!strcmp(c, "write_after_free_reuse")) {
+        /* out of the quarantine, back on the free list, written: reported
+         * when malloc would hand it out again */
+        char *p = malloc(64); sink = p;
+        free(p);
+        if (!evict(p, 64)) { printf("never left the quarantine\n"); return 3; }
+        p[40] = 'x';
+        for (int i = 0; i < 100000; i++) sink = malloc(64);
+    } else if (!strcmp(c, "write_after_free_quarantine")) {
+        char *p = malloc(64); sink = p;
+        free(p);
+        p[40] = 'x';
+        for (int i = 0; i < 100000; i++) free(malloc(64));
+    } else if (!strcmp(c, "double_free")) {
+        char *p = malloc(40); sink = p;
+        free(p); free(p);
+    } else if (!strcmp(c, "delete_malloc")) {
+        void (*del)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdlPv");
+        char *p = malloc(40); sink = p;
+        del(p);
+    } else if (!strcmp(c, "sized_delete")) {      /* exact: 40 allocated, 48 passed */
+        void *(*nw)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+        void (*del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+        void *p = nw(40); sink = p;
+        del(p, 48);
+    } else if (!strcmp(c, "huge_guard")) {        /* the byte after a huge block's slot */
+        size_t n = (size_t)3 << 20;
+        char *p = malloc(n); sink = p;
+        size_t slot = n + 16;                     /* n + the trailer, 16-aligned */
+        p[slot] = 'x';
+    } else if (!strcmp(c, "segment_guard")) {     /* the page after a segment's header */
+        char *p = malloc(16); sink = p;
+        char *seg = (char *)((uintptr_t)p & ~(((uintptr_t)4 << 20) - 1));
+        seg[16 << 10] = 'x';
+    } else {
+        printf("unknown case %s\n", c);
+        return 2;
+    }
+    printf("SURVIVED\n");
+    return 0;
+}
+
+/* ---- correct programs ---- */
+
+static const size_t sizes[] = { 0, 1, 7, 8, 9, 15, 16, 17, 24, 100, 1000, 4096, 5000, 70000,
+                                300000, (size_t)2 << 20, (size_t)3 << 20 };
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+/* malloc_usable_size is the size asked; a zero byte follows the block */
+static void test_usable_zero_byte(void) {
+    for (size_t i = 0; i < NSIZES; i++) {
+        size_t n = sizes[i];
+        char *p = malloc(n);
+        CHECKF(p != NULL, "malloc(%zu)", n);
+        if (!p) continue;
+        CHECKF(malloc_usable_size(p) == n, "usable %zu for %zu", malloc_usable_size(p), n);
+        memset(p, 'a', n);
+        /* (a block of size 0 has no byte to read: it faults, hak_zero.c) */
+        if (n) CHECKF(strlen(p) == n, "strlen %zu for a block of %zu", strlen(p), n);
+        free(p);
+    }
+}
+
+/* a freed block is zero, and does not come back at once */
+/* fresh blocks of a class are not handed out in address order */
+static void test_fresh_order_random(void) {
+    enum { N = 200 };
+    char *v[N];
+    int ascending = 0;
+    for (int i = 0; i < N; i++) v[i] = malloc(32);
+    for (int i = 1; i < N; i++) ascending += v[i] > v[i - 1] && v[i] - v[i - 1] <= 64;
+    CHECKF(ascending < N / 4, "%d of %d consecutive blocks are neighbours", ascending, N - 1);
+    for (int i = 0; i < N; i++) free(v[i]);
+}
+
+static void test_quarantine_delays_reuse(void) {
+    unsigned char *p = malloc(48);
+    memset(p, 0xa5, 48);
+    free(p);
+    int nonzero = 0;
+    for (int i = 0; i < 48; i++) nonzero |= ((volatile unsigned char *)p)[i];
+    CHECKF(nonzero == 0, "freed block not zeroed");
+    void *q[100];
+    for (int i = 0; i < 100; i++) {
+        q[i] = malloc(48);
+        CHECKF(q[i] != p, "the freed block came back at malloc %d", i);
+    }
+    for (int i = 0; i < 100; i++) free(q[i]);
+}
+
+static void test_realloc_growth(void) {
+    size_t n = 1;
+    unsigned char *p = malloc(n);
+    p[0] = 0;
+    while (n < ((size_t)5 << 20)) {
+        size_t m = n + n / 3 + 1;
+        p = realloc(p, m);
+        CHECKF(p != NULL, "realloc to %zu", m);
+        if (!p) return;
+        for (size_t i = 0; i < n; i += 97) CHECKF(p[i] == (unsigned char)i, "byte %zu lost growing to %zu", i, m);
+        for (size_t i = n; i < m; i++) p[i] = (unsigned char)i;
+        CHECK(malloc_usable_size(p) == m);
+        n = m;
+    }
+    while (n > 1) {                                /* shrinking, in place or not */
+        n /= 3;
+        p = realloc(p, n);
+        CHECK(malloc_usable_size(p) == n);
+        for (size_t i = 0; i < n; i += 97) CHECKF(p[i] == (unsigned char)i, "byte %zu lost shrinking", i);
+    }
+    free(p);
+}
+
+static void test_calloc_zeroed(void) {
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < NSIZES; i++) {
+            size_t n = sizes[i];
+            unsigned char *p = calloc(1, n);
+            CHECKF(p != NULL || n == 0, "calloc(%zu)", n);
+            if (!p) continue;
+            size_t bad = 0;
+            for (size_t k = 0; k < n; k++) bad += p[k] != 0;
+            CHECKF(bad == 0, "calloc(%zu): %zu bytes not zero", n, bad);
+            memset(p, 0x5a, n);
+            free(p);
+        }
+}
+
+static void test_aligned(void) {
+    for (size_t a = 16; a <= ((size_t)1 << 20); a *= 4)
+        for (size_t i = 0; i < NSIZES; i++) {
+            size_t n = sizes[i];
+            void *p = NULL;
+            CHECKF(posix_memalign(&p, a, n) == 0, "posix_memalign(%zu, %zu)", a, n);
+            CHECKF(((uintptr_t)p & (a - 1)) == 0, "posix_memalign(%zu, %zu): %p", a, n, p);
+            CHECK(malloc_usable_size(p) == n);
+            memset(p, 1, n);
+            free(p);
+            char *q = aligned_alloc(a, n);
+            CHECK(q != NULL && ((uintptr_t)q & (a - 1)) == 0);
+            if (q) memset(q, 2, n);
+            free(q);
+        }
+}
+
+static void *cross_alloc(void *arg) {
+    void **v = arg;
+    for (int i = 0; i < 1000; i++) {
+        v[i] = malloc((size_t)(i * 37 % 3000));
+        memset(v[i], 3, (size_t)(i * 37 % 3000));
+    }
+    return NULL;
+}
+static void *cross_free(void *arg) {
+    void **v = arg;
+    for (int i = 0; i < 1000; i++) free(v[i]);
+    return NULL;
+}
+static void test_cross_thread(void) {
+    static void *v[1000];
+    for (int round = 0; round < 5; round++) {
+        pthread_t t;
+        pthread_create(&t, NULL, cross_alloc, v);   /* allocated there, freed here */
+        pthread_join(t, NULL);
+        cross_free(v);
+        cross_alloc(v);                              /* and the other way */
+        pthread_create(&t, NULL, cross_free, v);
+        pthread_join(t, NULL);
+    }
+}
+
+static void test_fork(void) {
+    void *keep[100];
+    for (int i = 0; i < 100; i++) keep[i] = malloc(64);
+    for (int i = 0; i < 50; i++) free(keep[i]);       /* some in the quarantine */
+    pid_t pid = chk_fork(30);
+    if (pid == 0) {
+        for (int i = 50; i < 100; i++) free(keep[i]);
+        for (int i = 0; i < 10000; i++) free(malloc((size_t)(i % 500)));
+        _exit(0);
+    }
+    if (pid > 0) chk_wait(pid, "fork child", 0);
+    for (int i = 50; i < 100; i++) free(keep[i]);
+}
+
+static long maps_count(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    long n = 0;
+    int ch;
+    if (!f) return -1;
+    while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+/* 60,000 live blocks of 16 B .. 64 KiB and 40 huge ones: the guard pages
+ * add a few mappings per segment and per huge block, not per block */
+static void test_maps_bounded(void) {
+    enum { N = 60000, H = 40 };
+    static void *v[N], *h[H];
+    long before = maps_count();
+    uint64_t x = 88172645463325252u;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        size_t n = (size_t)16 << (x % 13);
+        v[i] = malloc(n % 1000 + n / 2);
+        CHECK(v[i] != NULL);
+    }
+    for (int i = 0; i < H; i++) h[i] = malloc(((size_t)3 << 20) + (size_t)i * 4096);
+    long after = maps_count();
+    printf("# maps: %ld before, %ld with %d blocks and %d huge ones\n", before, after, N, H);
+    CHECKF(after - before < 2000, "%ld mappings more", after - before);
+    for (int i = 0; i < N; i++) free(v[i]);
+    for (int i = 0; i < H; i++) free(h[i]);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc == 2 && argv[1][0] != '-') return misuse(argv[1]);
+    if (chk_parse_options(argc, argv)) return 2;
+    RUN_TEST(usable_zero_byte);
+    RUN_TEST(quarantine_delays_reuse);
+    RUN_TEST(fresh_order_random);
+    RUN_TEST(realloc_growth);
+    RUN_TEST(calloc_zeroed);
+    RUN_TEST(aligned);
+    RUN_TEST(cross_thread);
+    RUN_TEST(fork);
+    RUN_TEST(maps_bounded);
+    return check_exit_code();
+}

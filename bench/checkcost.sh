@@ -37,9 +37,7 @@ def edit(path, pairs):
 edit(root + "/src/hak_internal.h", [
     (r"\(hak_local_block\(page, \(uint16_t\)\(uintptr_t\)p\) \|\|.*?b->key != page->local_key\)",
      "page->flags == 0)", True),
-    ("            if (hak_unlikely(b->key != page->local_key)) hak_page_block_written(page, b);\n", "", False),
-                                                                   # malloc: no key to check
-    ("            b->key = 0;\n", "", False),                       # ... or to clear
+    ("            b->key = 0;\n", "", False),                       # malloc: no key to clear
     ("            b->key = page->local_key;\n", "", False),         # free: no key to write
     (" &&\n           ((const hak_block_t *)p)->key != page->free_key;", ";", False),   # the quick check
 ])

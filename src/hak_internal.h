@@ -228,9 +228,6 @@ void hak_heaps_unlock_after_fork(bool child);
 void *hak_malloc_slow(size_t size, hak_heap_t *heap);  /* size first: it is already in the first argument register */
 /* the miss of a class up to 2 KiB: page is the class's current page (hak_page.c) */
 void *hak_malloc_refill(size_t size, hak_heap_t *heap, hak_page_t *page);
-/* Fatal: b, the head of one of page's free lists, lost its key -- a write
- * after free or an overflow from the block before it (hak_page.c) */
-__attribute__((noreturn, cold)) void hak_page_block_written(const hak_page_t *page, const hak_block_t *b);
 void  hak_page_free_collect(hak_page_t *page);
 void  hak_page_retire(hak_page_t *page);  /* heap: the page's segment's */
 void  hak_queue_set_direct(hak_heap_t *heap, unsigned cls);
@@ -442,8 +439,6 @@ HAK_INLINE void *hak_heap_malloc_inline(hak_heap_t *heap, size_t size) {
         hak_page_t *page = heap->direct[(size + 15) >> 4];
         hak_block_t *b = page->free;
         if (hak_likely(b != NULL)) {
-            /* a free block holds the page's key: else it was written to */
-            if (hak_unlikely(b->key != page->local_key)) hak_page_block_written(page, b);
             page->free = b->next;
             b->key = 0;
             page->used++;

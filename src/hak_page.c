@@ -426,7 +426,8 @@ HAK_INLINE bool hak_quick_refill(hak_heap_t *heap, hak_page_t *page) {
  * after its free, or ran past the end of the block before it (or before
  * the start of the one after).  Reported before the block's link is
  * followed, so the corrupted link is never handed out. */
-void hak_page_block_written(const hak_page_t *page, const hak_block_t *b) {
+static HAK_NOINLINE __attribute__((noreturn, cold)) void hak_page_block_written(const hak_page_t *page,
+                                                                                 const hak_block_t *b) {
     (void)page;
     hak_fatal("malloc()", "free block written to (a write after free, or an overflow of a neighbouring block) at", b);
 }

@@ -89,11 +89,9 @@ expect() {
 # process dies by SIGSEGV as it would have without hakmem
 for v in release debug stats; do
     so=$REL_SO; [[ $v == debug ]] && so=$DBG_SO; [[ $v == stats ]] && so=$STA_SO
-    # (the debug build's free-list checks may catch this one before it faults;
-    # the link 0x10 faults where malloc reads the key word of the block it
-    # names, 0x18, before the link itself)
+    # (the debug build's free-list checks may catch this one before it faults)
     [[ $v == debug ]] || expect crash.$v.fault_inside "$so" fault_inside $SEGV \
-        "^hakmem: SIGSEGV inside the allocator \(in $v, near malloc\(\)\): fault address 0x18, " '!SURVIVED'
+        "^hakmem: SIGSEGV inside the allocator \(in $v, near malloc\(\)\): fault address 0x10, " '!SURVIVED'
     # deep in the slow path: a function with no exported symbol
     expect crash.$v.fault_internal "$so" fault_internal $SEGV \
         "^hakmem: SIGSEGV inside the allocator \(in $v, near hak_[a-z0-9_.]+\(\)\): fault address 0x10, " '!SURVIVED'

@@ -267,8 +267,9 @@ HAK_PROF_TEXT void *hak_profile_malloc(size_t size, size_t align, bool zero) {
     unsigned depth = hak_stack_capture(frames, HAK_PROF_DEPTH, 0, 0);
     void *p = NULL;
     /* a guarded block if it can be one (hak_guard.c: its pages are fresh,
-     * so zeroed), else a sample's or an ordinary block */
-    if (due & HAK_DUE_GUARD) p = hak_guard_alloc(size, align, frames, depth);
+     * so zeroed), else a sample's or an ordinary block; not for size 0,
+     * whose ordinary block (hak_zero.c) faults on its first byte already */
+    if ((due & HAK_DUE_GUARD) && size != 0) p = hak_guard_alloc(size, align, frames, depth);
     if (!p && !(due & HAK_DUE_PROFILE)) {
         hak_tls_in_prof = false;
         return hak_plain(size, align, zero);

@@ -12,8 +12,9 @@
 # qemu-user-static; tools/install-deps.sh installs them); without them the
 # suite reports SKIP.
 #
-# Programs (build/aarch64/): libhakmem.{so,a}, debug/libhakmem.{so,a};
-# tests/test_api, test_stress, test_misuse, test_cxx, test_api_static,
+# Programs (build/aarch64/): libhakmem.{so,a}, debug/libhakmem.{so,a},
+# hardened/libhakmem.so; tests/test_api, test_stress, test_misuse, test_cxx,
+# test_hardened, test_api_static,
 # test_stress_static; compat/glibc_api, compat/glibc_api_static,
 # compat/libc_internal_static; tests/os/test_os_lowmap{,_debug} -- the same
 # sources and rules as the native builds (tests.mk, mk/compat.mk, os.mk),
@@ -22,7 +23,7 @@
 ifeq ($(CROSS_ARCH),)
 A64_BUILD := build/aarch64
 A64_BINS := $(addprefix $(A64_BUILD)/tests/,test_api test_stress test_misuse test_cxx \
-                test_api_static test_stress_static) \
+                test_api_static test_stress_static test_hardened) \
             $(addprefix $(A64_BUILD)/compat/,glibc_api glibc_api_static libc_internal_static)
 # the region-map tests of tests/os.mk with a 2^36 map: qemu's own mmap results
 # (about 2^38) fall outside it, as 0x7f... ones do for the native 2^40 map
@@ -32,7 +33,7 @@ A64_TOOLS := $(shell for t in $(CROSS_aarch64)gcc $(CROSS_aarch64)g++ qemu-aarch
 
 .PHONY: aarch64-bins test-aarch64
 aarch64-bins:
-	@$(MAKE) --no-print-directory ARCH=aarch64 OS_LOWMAP_BITS=$(A64_LOWMAP_BITS) release debug \
+	@$(MAKE) --no-print-directory ARCH=aarch64 OS_LOWMAP_BITS=$(A64_LOWMAP_BITS) release debug hardened \
 	    $(A64_BINS) $(A64_OS_BINS)
 
 test-aarch64: aarch64-bins

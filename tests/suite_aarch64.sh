@@ -10,6 +10,7 @@
 #                     mmap granularity; test_api checks valloc/pvalloc against
 #                     sysconf(_SC_PAGESIZE), so a 4 KiB assumption fails there)
 #   a64.stress.*      test_stress with 8 threads (release, debug, static, 64 KiB pages)
+#   a64.hardened*     test_hardened under the hardened build, and an overflow it reports
 #   a64.cxx           test_cxx: every operator new/delete form
 #   a64.compat.*      glibc_api (mallinfo, malloc_trim, malloc_stats ...),
 #                     libc_internal_static (libc's own allocations, gcc -static)
@@ -70,6 +71,16 @@ run_bin a64.stress.page64k 60 "${q[@]}" -p 65536 -E LD_PRELOAD="$REL" "$AT/test_
 
 need a64.cxx "$AT/test_cxx" &&
     run_bin a64.cxx 60 "${q[@]}" -E LD_PRELOAD="$REL" "$AT/test_cxx" --expect-hakmem
+
+# the hardened build's correct programs (canaries, zeroing, quarantine,
+# guard pages: 4 KiB guest pages) and one overflow it must stop
+need a64.hardened "$A/hardened/libhakmem.so" "$AT/test_hardened" && {
+    run_bin a64.hardened 120 "${q[@]}" -E LD_PRELOAD="$A/hardened/libhakmem.so" "$AT/test_hardened" -p a64.hardened
+    out=$(limit 60 "${q[@]}" -E LD_PRELOAD="$A/hardened/libhakmem.so" -E HAKMEM_CRASH_HANDLER=0 \
+          "$AT/test_hardened" overflow_canary 2>&1)
+    if [[ $out == *"heap overflow detected"* && $out != *SURVIVED* ]]; then pass a64.hardened.overflow
+    else fail a64.hardened.overflow "not reported: $(head -c 200 <<<"$out")"; fi
+}
 
 # the region map: hakmem never hands out memory its map cannot describe
 # (a 2^36 map, tests/aarch64.mk), with 4 KiB and 64 KiB pages

@@ -42,9 +42,9 @@ edit(root + "/src/hak_internal.h", [
     (" &&\n           ((const hak_block_t *)p)->key != page->free_key;", ";", False),   # the quick check
 ])
 edit(root + "/src/hak_page.c", [
-    ("    if (hak_unlikely(b->key != page->free_key)) hak_page_block_written(page, b);\n", "", False),
+    ("    if (hak_unlikely(b->key != page->free_key)) hak_page_block_written(b);\n", "", False),
     ("    *list = b->next;\n    b->key = 0;\n", "    *list = b->next;\n", False),   # hak_page_pop: refills, medium
-    ("        b->key = page->free_key;   /* what malloc's pop checks */\n", "", False),   # carving
+    ("            b->key = page->free_key;   /* what malloc's pop checks */\n", "", False),   # carving
 ])
 edit(root + "/src/hak_free.c", [
     ('if (hak_block_is_free(seg, page, b, "free()")) hak_fatal("free()", "double free of", p);', "", False),

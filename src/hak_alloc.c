@@ -69,23 +69,16 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
         return hak_realloc_move(p, size, usable);
     }
     hak_segment_t *seg = hak_segment_of_checked(p);
-    if (hak_unlikely(!seg) && hak_zero_owns(p)) {   /* malloc(0)'s: nothing to copy */
-        if (!hak_zero_live(p)) hak_fatal("realloc()", "pointer already freed", p);
-        void *q = hak_malloc_sampled(size);
-        if (q) hak_zero_free(p, "realloc()");
-        return q;
-    }
     if (hak_unlikely(!seg)) {
-        /* a guarded block always moves (its end stays at the guard page); a
-         * glibc block moves to hakmem */
-        bool guarded = hak_guard_owns(p);
-        size_t old = guarded ? hak_usable_size(p) : hak_foreign_usable(p);
-        if (!old && !guarded) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
+        /* a block the region map does not know always moves: malloc(0)'s
+         * (nothing to copy), a guarded one (its end stays at the guard
+         * page), glibc's (to hakmem); the complete usable-size check and
+         * free tell which it is and report anything else */
+        size_t old = hak_usable_op(p, "realloc()");
         void *q = hak_malloc_sampled(size);
         if (!q) return NULL;
         memcpy(q, p, old < size ? old : size);
-        if (guarded) hak_free_inline(p);
-        else hak_foreign_free(p);
+        hak_free_inline(p);
         return q;
     }
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, "realloc()", &page);

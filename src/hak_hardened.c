@@ -373,13 +373,8 @@ void *hak_hardened_realloc(void *p, size_t n) {
     if (p == NULL) return hak_hardened_malloc(n, HAK_HARDENED_BY_MALLOC);
     if (n == 0) { hak_hardened_free(p, "realloc()", false, 0, false); return NULL; }   /* as glibc */
     size_t slot = hak_h_slot(p, "realloc()"), old;
-    bool zero = slot == 0 && hak_zero_owns(p);        /* malloc(0)'s: nothing to copy */
-    if (zero) {
-        if (!hak_zero_live(p)) hak_fatal("realloc()", "pointer already freed", p);
-        old = 0;
-    } else if (slot == 0) {                           /* a glibc block: move it to hakmem */
-        old = hak_foreign_usable(p);
-        if (!old) hak_fatal("realloc()", "invalid pointer (not allocated by hakmem)", p);
+    if (slot == 0) {   /* malloc(0)'s, a guarded or a glibc block (moved), or misuse (reported) */
+        old = hak_usable_op(p, "realloc()");
     } else {
         hak_h_info_t b = hak_h_read(p, slot, "realloc()");
         hak_h_check_canary(p, b.n, slot, "realloc()");
@@ -392,7 +387,6 @@ void *hak_hardened_realloc(void *p, size_t n) {
     void *q = hak_hardened_malloc(n, HAK_HARDENED_BY_MALLOC);
     if (!q) return NULL;
     memcpy(q, p, old < n ? old : n);
-    if (slot == 0 && !zero) hak_foreign_free(p);
-    else hak_hardened_free(p, "realloc()", false, 0, false);
+    hak_hardened_free(p, "realloc()", false, 0, false);   /* (slot 0: hak_free_inline's) */
     return q;
 }

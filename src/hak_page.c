@@ -129,7 +129,7 @@ void hak_page_free_collect(hak_page_t *page) {
  * getrandom), so the next fresh block of a class is not the neighbour of
  * the last.  n <= 256 (4 KiB of 16-byte blocks). */
 static HAK_TLS uint64_t hak_carve_rng;
-static HAK_NOINLINE void hak_page_extend_shuffled(hak_page_t *page, uint8_t *first, uint32_t n) {
+static HAK_NOINLINE void hak_page_link_shuffled(hak_page_t *page, uint8_t *first, uint32_t n) {
     uint16_t order[256];
     uint64_t x = hak_carve_rng ? hak_carve_rng : (hak_os_random() | 1);
     for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
@@ -147,8 +147,6 @@ static HAK_NOINLINE void hak_page_extend_shuffled(hak_page_t *page, uint8_t *fir
         head = b;
     }
     page->free = head;
-    HAK_SET_RELAXED(page->capacity, page->capacity + n);
-    hak_page_update_limit(page);
 }
 
 /* Carve fresh blocks from the never-used tail: about 4 KiB worth, and one
@@ -163,13 +161,16 @@ static void hak_page_extend(hak_page_t *page) {
     uint32_t step = bsize >= 4096 ? 1 : bsize >= 1024 ? 4 : (uint32_t)(4096 / bsize);
     if (n > step) n = step;
     uint8_t *first = page->start + (size_t)page->capacity * bsize;
-    if (HAK_HARDENED_ENABLED && n > 1) { hak_page_extend_shuffled(page, first, n); return; }
-    for (uint32_t i = 0; i < n; i++) {
-        hak_block_t *b = (hak_block_t *)(first + i * bsize);
-        b->next = i + 1 < n ? (hak_block_t *)(first + (i + 1) * bsize) : page->free;
-        b->key = page->free_key;   /* what malloc's pop checks */
+    if (HAK_HARDENED_ENABLED && n > 1) {
+        hak_page_link_shuffled(page, first, n);
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            hak_block_t *b = (hak_block_t *)(first + i * bsize);
+            b->next = i + 1 < n ? (hak_block_t *)(first + (i + 1) * bsize) : page->free;
+            b->key = page->free_key;   /* what malloc's pop checks */
+        }
+        page->free = (hak_block_t *)first;
     }
-    page->free = (hak_block_t *)first;
     HAK_SET_RELAXED(page->capacity, page->capacity + n);
     hak_page_update_limit(page);
 }
@@ -426,16 +427,14 @@ HAK_INLINE bool hak_quick_refill(hak_heap_t *heap, hak_page_t *page) {
  * after its free, or ran past the end of the block before it (or before
  * the start of the one after).  Reported before the block's link is
  * followed, so the corrupted link is never handed out. */
-static HAK_NOINLINE __attribute__((noreturn, cold)) void hak_page_block_written(const hak_page_t *page,
-                                                                                 const hak_block_t *b) {
-    (void)page;
+static HAK_NOINLINE __attribute__((noreturn, cold)) void hak_page_block_written(const hak_block_t *b) {
     hak_fatal("malloc()", "free block written to (a write after free, or an overflow of a neighbouring block) at", b);
 }
 
 /* Hand out the head of list, a list of page's (its key checked). */
 HAK_INLINE void *hak_page_pop(hak_heap_t *heap, hak_page_t *page, hak_block_t **list, unsigned cls) {
     hak_block_t *b = *list;
-    if (hak_unlikely(b->key != page->free_key)) hak_page_block_written(page, b);
+    if (hak_unlikely(b->key != page->free_key)) hak_page_block_written(b);
     *list = b->next;
     b->key = 0;
     page->used++;

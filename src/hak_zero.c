@@ -82,14 +82,18 @@ void *hak_zero_alloc(size_t align) {
     return NULL;   /* every slot live */
 }
 
-bool hak_zero_owns(const void *p) {
+/* p's offset in the region, or HAK_ZERO_BYTES when p lies outside it */
+static size_t hak_zero_offset(const void *p) {
     uintptr_t base = atomic_load_explicit(&hak_zero_base, memory_order_relaxed);
-    return base > HAK_ZERO_FAILED && (uintptr_t)p - base < HAK_ZERO_BYTES;
+    size_t off = (uintptr_t)p - base;
+    return base > HAK_ZERO_FAILED && off < HAK_ZERO_BYTES ? off : HAK_ZERO_BYTES;
 }
 
+bool hak_zero_owns(const void *p) { return hak_zero_offset(p) < HAK_ZERO_BYTES; }
+
 bool hak_zero_free(const void *p, const char *op) {
-    if (!hak_zero_owns(p)) return false;
-    size_t off = (uintptr_t)p - atomic_load_explicit(&hak_zero_base, memory_order_relaxed);
+    size_t off = hak_zero_offset(p);
+    if (off == HAK_ZERO_BYTES) return false;
     if (off % HAK_ZERO_SLOT) hak_fatal(op, "invalid pointer (inside the region of malloc(0)'s blocks)", p);
     size_t slot = off / HAK_ZERO_SLOT;
     uint64_t bit = (uint64_t)1 << (slot % 64);
@@ -99,9 +103,8 @@ bool hak_zero_free(const void *p, const char *op) {
 }
 
 bool hak_zero_live(const void *p) {
-    if (!hak_zero_owns(p)) return false;
-    size_t off = (uintptr_t)p - atomic_load_explicit(&hak_zero_base, memory_order_relaxed);
-    if (off % HAK_ZERO_SLOT) return false;
+    size_t off = hak_zero_offset(p);
+    if (off == HAK_ZERO_BYTES || off % HAK_ZERO_SLOT) return false;
     size_t slot = off / HAK_ZERO_SLOT;
     return atomic_load_explicit(&hak_zero_bits[slot / 64], memory_order_relaxed) >> (slot % 64) & 1;
 }

@@ -78,6 +78,13 @@ void hak_options_init(void) {
                         o->name, s, o->min, o->max, *o->value);
         else *o->value = v;
     }
+    /* the hardened build puts a trailer at the end of every block's slot
+     * (hak_hardened.c); a guarded block's end is its guard page */
+    if (HAK_HARDENED_ENABLED && hak_opt.guard_sample != 0) {
+        hak_message("hakmem: warning: HAKMEM_GUARD_SAMPLE=%ld is not for the hardened build, which checks "
+                    "every block; using 0\n", hak_opt.guard_sample);
+        hak_opt.guard_sample = 0;
+    }
     errno = saved;
 }
 

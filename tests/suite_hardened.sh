@@ -39,6 +39,14 @@ out=$(limit 30 env LD_PRELOAD="$REL_SO" "$BIN" overflow_canary 2>&1)
     fail hardened.release_unchanged "the release build stopped the overflow: $(head -c 200 <<<"$out")"
 
 run_bin hardened.programs 120 env LD_PRELOAD="$HRD_SO" "$BIN" -p hardened
+# guarded sampling is off in this build, with a warning naming the option
+# (a guarded block has no room for the trailer: every one was reported as
+# an overflow)
+run_bin hardened.programs.guard_sample 120 env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$HRD_SO" "$BIN" -p hardened.guard_sample
+out=$(limit 30 env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$HRD_SO" "$BIN" overflow_canary 2>&1)
+if grep -q '^hakmem: warning: HAKMEM_GUARD_SAMPLE=1 is not for the hardened build' <<<"$out" &&
+   grep -q 'heap overflow detected' <<<"$out"; then pass hardened.guard_sample_warning
+else fail hardened.guard_sample_warning "no warning, or the overflow not reported: $(head -c 300 <<<"$out")"; fi
 run_bin hardened.programs.purger 120 env HAKMEM_BACKGROUND_PURGE=1 HAKMEM_PURGE_DELAY_MS=0 \
     LD_PRELOAD="$HRD_SO" "$BIN" -p hardened.purger
 exit $SUITE_STATUS

@@ -63,7 +63,7 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
      * its page): kept in place or moved.  A large block that grows may grow
      * in place: the complete path below. */
     hak_page_t *page = hak_quick_page(p);
-    if (hak_likely(page != NULL) && (size <= page->block_size || page->kind != HAK_PAGE_LARGE)) {
+    if (hak_likely(page != NULL) && page->kind != HAK_PAGE_LARGE) {
         size_t usable = page->block_size;
         if (size <= usable && size >= usable / 2) return p;
         return hak_realloc_move(p, size, usable);
@@ -83,9 +83,10 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
     }
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, "realloc()", &page);
     if (hak_block_is_free(seg, page, (hak_block_t *)block, "realloc()")) hak_fatal("realloc()", "pointer already freed", p);
-    size_t usable = page->block_size - (size_t)((uint8_t *)p - block);
+    if (hak_page_has_canary(page)) hak_large_check(page, block, "realloc()");
+    size_t usable, room;   /* what it holds, what it could hold */
     if (page->flags & HAK_PAGE_IS_HUGE) {
-        usable = page->area - (size_t)((uint8_t *)p - page->start);
+        usable = room = page->area - (size_t)((uint8_t *)p - page->start);
         if (size > HAK_LARGE_MAX) {
             hak_profile_free(p);   /* a sampled block that moves leaves the profile */
             void *q = hak_huge_realloc(seg, p, size);
@@ -95,17 +96,23 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
             }
             if (size > ((size_t)1 << 46)) return NULL;   /* errno set */
         }
+    } else {
+        usable = hak_block_usable(page, block, p);
+        room = hak_block_room(page, block, p);
     }
-    if (size <= usable && size >= usable / 2) {
+    if ((size <= room && size >= room / 2) || size == usable) {
         if (hak_unlikely(page->flags & HAK_PAGE_SAMPLED)) hak_profile_resize(p, size);
+        hak_block_resize(page, block, p, size);
         return p;
     }
     /* the owner test first: another thread's page's used and flags are not ours to read */
-    if (size > usable && size <= HAK_LARGE_MAX && seg->heap == hak_tls.heap && page->kind == HAK_PAGE_LARGE &&
+    size_t need = hak_canary_need(size);
+    if (size > room && need <= HAK_LARGE_MAX && seg->heap == hak_tls.heap && page->kind == HAK_PAGE_LARGE &&
         (page->flags & (uint8_t)~HAK_PAGE_SAMPLED) == 0 && block == page->start && page->used == 1 &&
-        hak_class_kind(hak_size_class(size)) == HAK_PAGE_LARGE) {
+        hak_class_kind(hak_size_class(need)) == HAK_PAGE_LARGE && hak_size_class(need) != page->class_idx) {
         bool sampled = page->flags & HAK_PAGE_SAMPLED;
-        if (hak_page_reclass(seg->heap, page, hak_size_class(size))) {   /* grow in place */
+        if (hak_page_reclass(seg->heap, page, hak_size_class(need))) {   /* grow in place */
+            hak_block_resize(page, block, p, size);
             /* the bytes beyond the old block count as allocated: a block
              * grown by steps is then sampled as one allocated at its size */
             bool due = HAK_SAMPLED(size - usable);

@@ -26,6 +26,35 @@ hak_guard_hooks_t hak_guard_hooks;    /* hak_internal.h: registered by hak_guard
 
 /* ---- local and remote frees of a validated block ---- */
 
+/* A large block's canary, and the canary at its span's end, are intact;
+ * so is the canary at the end of the span before a page's first block when
+ * this thread owns the segment (no other thread then changes that page). */
+static bool hak_span_intact(const hak_page_t *page) {
+    uint64_t c[2], want[2];
+    const uint8_t *e = hak_span_end(page);
+    memcpy(c, e - 16, sizeof c);
+    hak_span_canary(e, want);
+    return c[0] == want[0] && c[1] == want[1];
+}
+void hak_large_check(const hak_page_t *page, const void *block, const char *op) {
+    uint64_t c;
+    size_t n = page->large_req[hak_large_index(page, block)];
+    if (n + HAK_CANARY <= page->block_size) memcpy(&c, (const uint8_t *)block + n, sizeof c);
+    else c = hak_large_canary(block);   /* no room: no canary */
+    if (hak_unlikely(c != hak_large_canary(block)))
+        hak_fatal(op, "heap overflow detected (the canary after the block was overwritten) in block", block);
+    if (hak_span_has_canary(page) && hak_unlikely(!hak_span_intact(page)))
+        hak_fatal(op, "heap underflow detected (the canary after the last block of its span was overwritten) "
+                      "before the block after", hak_span_end(page));
+    hak_segment_t *seg = hak_segment_of(block);
+    unsigned head = (unsigned)(page - seg->pages);
+    if (block == page->start && head > 0 && seg->heap == hak_tls.heap) {
+        const hak_page_t *prev = seg->slice_page[head - 1];
+        if (prev->in_use && hak_span_has_canary(prev) && hak_unlikely(!hak_span_intact(prev)))
+            hak_fatal(op, "heap underflow detected (the bytes before the block were overwritten) in block", block);
+    }
+}
+
 /* Local free of a valid block; handles full and empty pages. */
 static void hak_free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
     b->key = page->local_key;
@@ -109,6 +138,7 @@ HAK_INLINE void hak_free_remote(hak_heap_t *owner, hak_page_t *page, hak_block_t
 /* Free a validated block of a non-huge page: locally when this thread's
  * heap owns its segment, remotely otherwise. */
 HAK_INLINE void hak_free_block(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
+    if (hak_page_has_canary(page)) hak_large_check(page, b, "free()");   /* before the block goes back */
     hak_heap_t *self = hak_tls.heap, *owner = seg->heap;
     if (owner == self) {
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[page->class_idx]);
@@ -299,7 +329,7 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
     hak_page_t *page;
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, op, &page);
     if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
-    return page->block_size - (size_t)((const uint8_t *)p - block);
+    return hak_block_usable(page, block, p);
 }
 
 /* Usable size of a live block, or 0 when p is NULL; fatal for foreign p.
@@ -308,7 +338,7 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
  * not free -- then the block is the page's block size. */
 HAK_INLINE size_t hak_usable_in(const void *p, const char *op) {
     const hak_page_t *page = hak_quick_page(p);
-    return hak_likely(page != NULL) ? page->block_size : hak_usable_checked(p, op);
+    return hak_likely(page != NULL) ? hak_block_usable(page, p, p) : hak_usable_checked(p, op);
 }
 size_t hak_usable_size(const void *p) { return hak_usable_in(p, "malloc_usable_size()"); }
 /* The same, naming op in a report (the hardened layer's free and realloc). */
@@ -327,7 +357,10 @@ size_t hak_usable_op(const void *p, const char *op) { return hak_usable_in(p, op
 void hak_check_delete_size(const void *p, size_t n, bool aligned) {
     const hak_page_t *page = hak_quick_page(p);
     size_t size;
-    bool ok = page != NULL ? (aligned ? n <= page->block_size : hak_size_class(n) == page->class_idx) :
+    bool ok = page != NULL ? (aligned ? n <= hak_block_usable(page, p, p) :
+                              /* a large block knows the size it was allocated with */
+                              hak_page_has_canary(page) ? n == hak_block_usable(page, p, p) :
+                              hak_size_class(n) == page->class_idx) :
               /* a guarded block knows the size it was allocated with */
               hak_guard_hooks.usable && hak_guard_hooks.usable(p, "operator delete()", &size) ? n == size :
               n <= hak_usable_checked(p, "operator delete()");

@@ -268,9 +268,13 @@ HAK_EXPORT void *hakmem_heap_realloc(hakmem_heap_t *hh, void *p, size_t size) {
         uint8_t *block = (uint8_t *)hak_block_in(seg, p, op, &page);
         bool huge = page->flags & HAK_PAGE_IS_HUGE;
         if (hak_block_is_free(seg, page, (hak_block_t *)block, op)) hak_fatal(op, "pointer already freed", p);
-        usable = huge ? page->area - (size_t)((uint8_t *)p - page->start)
-                      : page->block_size - (size_t)((uint8_t *)p - block);
-        if (seg->heap == h && size <= usable && size >= usable / 2) return p;   /* stays */
+        if (hak_page_has_canary(page)) hak_large_check(page, block, op);
+        usable = huge ? page->area - (size_t)((uint8_t *)p - page->start) : hak_block_usable(page, block, p);
+        size_t room = huge ? usable : hak_block_room(page, block, p);
+        if (seg->heap == h && ((size <= room && size >= room / 2) || size == usable)) {   /* stays */
+            if (!huge) hak_block_resize(page, block, p, size);
+            return p;
+        }
         if (huge && seg->heap == h && size > HAK_LARGE_MAX) {   /* pages move, it stays h's */
             void *q = hak_huge_realloc(seg, p, size);
             if (q || size > ((size_t)1 << 46)) return q;
@@ -365,7 +369,7 @@ static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
             if (m > (uintptr_t)block && m < (uintptr_t)block + page->block_size && m % HAK_MIN_ALIGN == 0)
                 q = (uint8_t *)m;
         }
-        size_t usable = page->block_size - (size_t)(q - block);
+        size_t usable = hak_block_usable(page, block, q);
         w->blocks++;
         w->bytes += usable;
         if (w->fn) {

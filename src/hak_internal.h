@@ -16,6 +16,13 @@ void hak_os_test_hint(uintptr_t hint);          /* hak_os.c */
 #include <string.h>
 #include <unwind.h>
 
+/* bytes of the canary after a large block (the large blocks' canaries, below) */
+#if defined(HAK_HARDENED) && HAK_HARDENED
+#define HAK_CANARY 0
+#else
+#define HAK_CANARY 8
+#endif
+
 #define hak_likely(x)   __builtin_expect(!!(x), 1)
 #define hak_unlikely(x) __builtin_expect(!!(x), 0)
 #define HAK_NOINLINE    __attribute__((noinline))
@@ -416,7 +423,9 @@ HAK_INLINE hak_limits_t hak_page_limits(const hak_page_t *page) {
     uint64_t carved = (flags & (HAK_PAGE_HAS_ALIGNED | HAK_PAGE_IS_HUGE | HAK_PAGE_SAMPLED)) ? 0 :
                       hak_block_limit(HAK_RELAXED(page->capacity), page->div_step);
     bool fast = flags == 0, small = page->kind == HAK_PAGE_SMALL;
-    return (hak_limits_t){ carved, fast && small ? carved : 0, fast && !small ? carved : 0 };
+    /* a large block's free checks its canary: never the fast path's */
+    bool wide = fast && !small && !(HAK_CANARY && page->kind == HAK_PAGE_LARGE);
+    return (hak_limits_t){ carved, fast && small ? carved : 0, wide ? carved : 0 };
 }
 HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
     hak_limits_t l = hak_page_limits(page);
@@ -428,6 +437,79 @@ HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
 HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
     HAK_SET_RELAXED(page->flags, flags);
     hak_page_update_limit(page);
+}
+
+/* ---- large blocks' canaries (docs/security.md, "Release checks") ----
+ * A block of a large page (above 64 KiB, up to 2 MiB) is followed by
+ * HAK_CANARY bytes no correct program writes: malloc takes the class of
+ * n + HAK_CANARY, records n in the page (large_req) and writes a word of
+ * the block's address and a secret at the block's offset n, its low byte 0
+ * (a string filling the block ends there).  malloc_usable_size says n.
+ * Every free of such a block (never the fast path's: wide_limit is 0 for a
+ * large page) checks the word first: an overflow is reported before the
+ * block goes back.  The hardened build has trailers of its own on every
+ * block, and no canary here. */
+/* What a request of n bytes asks of the size classes: n, or for a large
+ * block n and its canary. */
+HAK_INLINE size_t hak_canary_need(size_t n) {
+    return n > HAK_MEDIUM_MAX && n <= HAK_LARGE_MAX - HAK_CANARY ? n + HAK_CANARY : n;
+}
+HAK_INLINE bool hak_page_has_canary(const hak_page_t *page) { return HAK_CANARY && page->kind == HAK_PAGE_LARGE; }
+HAK_INLINE unsigned hak_large_index(const hak_page_t *page, const void *block) {
+    return (unsigned)((size_t)((const uint8_t *)block - page->start) / page->block_size);
+}
+HAK_INLINE uint64_t hak_large_canary(const void *block) {
+    return ((((uintptr_t)block ^ hak_secret(1)) * 0x9e3779b97f4a7c15u) | 0x8000) & ~(uint64_t)0xff;
+}
+/* block, of a large page, now holds n bytes: its size, and its canary
+ * when it has room (all but the largest class's largest sizes) */
+HAK_INLINE void hak_large_seal(hak_page_t *page, void *block, size_t n) {
+    uint64_t c = hak_large_canary(block);
+    page->large_req[hak_large_index(page, block)] = (uint32_t)n;
+    if (n + HAK_CANARY <= page->block_size) memcpy((uint8_t *)block + n, &c, sizeof c);
+}
+/* The end of a large page's span of slices.  When its blocks leave room
+ * there, the span's last 16 bytes hold a canary too (hak_segment_init_page):
+ * an underflow of the next span's first block runs into it. */
+HAK_INLINE uint8_t *hak_span_end(const hak_page_t *page) {
+    const uint8_t *seg = (const uint8_t *)((uintptr_t)page & ~(uintptr_t)(HAK_SEGMENT_SIZE - 1));
+    size_t head = (size_t)(((uintptr_t)page - (uintptr_t)seg - offsetof(hak_segment_t, pages)) / sizeof(hak_page_t));
+    return (uint8_t *)seg + ((head + page->span) << HAK_SLICE_SHIFT);
+}
+HAK_INLINE bool hak_span_has_canary(const hak_page_t *page) {
+    return hak_page_has_canary(page) && (size_t)(hak_span_end(page) - (page->start + page->area)) >= 16;
+}
+/* The span canary's two words.  The second, just before the next span's
+ * first block, is small: where delete[] of a block new allocated reads an
+ * element count, it runs a bounded loop of destructors before the free that
+ * is reported, not one of 2^60. */
+HAK_INLINE void hak_span_canary(const uint8_t *e, uint64_t c[2]) {
+    c[0] = hak_large_canary(e - 16);
+    c[1] = (hak_large_canary(e - 8) >> 40) | 1;
+}
+HAK_INLINE void hak_span_seal(const hak_page_t *page) {
+    uint8_t *e = hak_span_end(page);
+    uint64_t c[2];
+    hak_span_canary(e, c);
+    memcpy(e - 16, c, sizeof c);
+}
+/* block's canary (and its span's) intact, or reported (op names the
+ * caller; hak_free.c) */
+void hak_large_check(const hak_page_t *page, const void *block, const char *op);
+/* The bytes a live block of a page that is not huge holds from p (its
+ * start, or an aligned pointer inside it): what malloc_usable_size says. */
+HAK_INLINE size_t hak_block_usable(const hak_page_t *page, const void *block, const void *p) {
+    size_t end = hak_page_has_canary(page) ? page->large_req[hak_large_index(page, block)] : page->block_size;
+    return end - (size_t)((const uint8_t *)p - (const uint8_t *)block);
+}
+/* The most bytes the block could hold from p: what realloc may keep in place. */
+HAK_INLINE size_t hak_block_room(const hak_page_t *page, const void *block, const void *p) {
+    return page->block_size - (size_t)((const uint8_t *)p - (const uint8_t *)block) -
+           (hak_page_has_canary(page) ? HAK_CANARY : 0);
+}
+/* realloc keeps p, of block, at size bytes (size <= hak_block_room) */
+HAK_INLINE void hak_block_resize(hak_page_t *page, void *block, const void *p, size_t size) {
+    if (hak_page_has_canary(page)) hak_large_seal(page, block, (size_t)((const uint8_t *)p - (uint8_t *)block) + size);
 }
 
 /* ---- the fast paths ---- */

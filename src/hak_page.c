@@ -273,7 +273,7 @@ void hak_page_retire(hak_page_t *page) {
  * An aligned block whose class's page start is not aligned enough takes a
  * class large enough to hold it aligned, marked as aligned_alloc marks one. */
 void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align) {
-    size_t bytes = size ? size : 1, need = bytes;
+    size_t bytes = size ? size : 1, need = hak_canary_need(bytes);
     for (int attempt = 0; attempt < 2; attempt++) {
         if (need > HAK_LARGE_MAX) break;
         hak_page_t *page = hak_segment_page_alloc(heap, hak_size_class(need));
@@ -282,7 +282,7 @@ void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align) {
         if (q + bytes > page->start + page->block_size) {
             /* not aligned enough: a class with room for any start (q - start <= align - 16) */
             hak_segment_page_free(heap, page);
-            need = bytes + align - HAK_MIN_ALIGN;
+            need = hak_canary_need(bytes + align - HAK_MIN_ALIGN);
             continue;
         }
         hak_block_t *b = (hak_block_t *)page->start;
@@ -292,6 +292,7 @@ void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align) {
         page->used = 1;
         atomic_store_explicit(&page->xthread_free, HAK_TF_NOTIFY, memory_order_relaxed);
         if (q != page->start) *(uintptr_t *)b = hak_aligned_mark(q, page);
+        if (hak_page_has_canary(page)) hak_large_seal(page, b, (size_t)(q - page->start) + bytes);
         hak_page_set_flags(page, HAK_PAGE_SAMPLED | (q != page->start ? HAK_PAGE_HAS_ALIGNED : 0));
         hak_page_check(page);
         return q;
@@ -447,7 +448,8 @@ HAK_INLINE void *hak_page_pop(hak_heap_t *heap, hak_page_t *page, hak_block_t **
  * class with no page that has a block at hand (hak_find_page). */
 static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
     if (hak_unlikely(heap == &hak_heap_empty)) return heap->first_malloc(size);   /* a thread's first */
-    if (size > HAK_LARGE_MAX) {
+    size_t need = hak_canary_need(size);   /* a large block: room for its canary */
+    if (size > HAK_LARGE_MAX || need > HAK_LARGE_MAX) {
         hak_stat_inc(heap->st_slow);
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[HAK_CLASS_COUNT]);
         return hak_huge_alloc(size, HAK_MIN_ALIGN, false);
@@ -456,21 +458,24 @@ static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
         void *z = hak_zero_alloc(HAK_MIN_ALIGN);
         if (z) return z;
     }
-    unsigned cls = hak_size_class(size);
+    unsigned cls = hak_size_class(need);
     hak_page_t *page = heap->queues[cls].first;
-    if (size > HAK_DIRECT_MAX && page != NULL) {
-        hak_block_t **list = hak_medium_list(page);   /* large classes (above 64 KiB) */
-        if (hak_likely(*list != NULL)) return hak_page_pop(heap, page, list, cls);
+    void *b;
+    if (size > HAK_DIRECT_MAX && page != NULL && *hak_medium_list(page) != NULL) {
+        b = hak_page_pop(heap, page, hak_medium_list(page), cls);   /* large classes (above 64 KiB) */
+    } else {
+        if (page && !page->free && !hak_quick_refill(heap, page)) page = NULL;
+        if (!page) {
+            hak_stat_inc(heap->st_slow);
+            page = hak_find_page(heap, cls);
+            if (!page) { errno = ENOMEM; return NULL; }
+        }
+        /* a page hak_find_page found may hold this thread's last frees too (a
+         * kept page taken back: the block freed last emptied it) */
+        b = hak_page_pop(heap, page, size > HAK_DIRECT_MAX ? hak_medium_list(page) : &page->free, cls);
     }
-    if (page && !page->free && !hak_quick_refill(heap, page)) page = NULL;
-    if (!page) {
-        hak_stat_inc(heap->st_slow);
-        page = hak_find_page(heap, cls);
-        if (!page) { errno = ENOMEM; return NULL; }
-    }
-    /* a page hak_find_page found may hold this thread's last frees too (a
-     * kept page taken back: the block freed last emptied it) */
-    return hak_page_pop(heap, page, size > HAK_DIRECT_MAX ? hak_medium_list(page) : &page->free, cls);
+    if (hak_page_has_canary(page)) hak_large_seal(page, b, size);
+    return b;
 }
 
 /* malloc's miss for a class up to 2 KiB: the fast path hands over the

@@ -223,6 +223,7 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     page->div_magic = page->local_magic = hak_div_magic(bsize);
     page->div_step = page->div_magic * bsize;       /* mod 2^64 */
     page->free_key = page->local_key = hak_page_new_key();
+    if (hak_span_has_canary(page)) hak_span_seal(page);   /* large: the canary at the span's end */
     hak_page_set_flags(page, 0);
     atomic_store_explicit(&page->xthread_free, 0, memory_order_relaxed);
     page->next = page->prev = NULL;
@@ -485,6 +486,7 @@ static void hak_segment_slot_back(hak_heap_t *heap, hak_page_t *page, uint64_t n
     hak_segment_t *seg = hak_segment_of(page);
     /* the end of what this tenure carved (and so touched) */
     uint8_t *carved_end = page->start + (size_t)HAK_RELAXED(page->capacity) * page->block_size;
+    if (hak_span_has_canary(page)) carved_end = hak_span_end(page);   /* and the canary there */
     size_t used = (size_t)(carved_end - ((uint8_t *)seg + ((size_t)(page - seg->pages) << seg->page_shift)));
     hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
     page->free = page->local_free = NULL;

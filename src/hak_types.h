@@ -62,6 +62,9 @@
 #define HAK_MEDIUM_MAX  ((size_t)64 * 1024)         /* <= 64 KiB: medium pages */
 #define HAK_LARGE_MAX   ((size_t)2 * 1024 * 1024)   /* <= 2 MiB: large pages (spans, 1+ blocks) */
 /* Above HAK_LARGE_MAX a block is huge: a mapping of its own. */
+/* Blocks a large page holds at most: its span holds 256 KiB of blocks of
+ * more than 64 KiB, at least one (hak_segment.c) */
+#define HAK_LARGE_BLOCKS 3
 
 #define HAK_CLASS_COUNT 120                         /* classes 0..119, last is 2 MiB */
 #define HAK_DIRECT_MAX  2048                        /* sizes served by heap->direct[] */
@@ -209,6 +212,8 @@ typedef struct hak_page_s {
                                         (hak_purge.c; meaningful while needs_purge) */
     uint8_t  span;                   /* large segments: slices in the span this descriptor
                                         heads (in use or free) */
+    uint32_t large_req[HAK_LARGE_BLOCKS]; /* a large page's blocks: the size each was
+                                        allocated with; its canary follows (hak_large_seal) */
 } __attribute__((aligned(64))) hak_page_t;  /* three cache lines, by writer */
 _Static_assert(__builtin_offsetof(hak_page_t, start) == 64, "line 0 is the owner's");
 _Static_assert(__builtin_offsetof(hak_page_t, xthread_free) == 128, "line 1 holds 64 bytes");

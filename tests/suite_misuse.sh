@@ -37,6 +37,15 @@ for v in release debug; do
     expect misuse.$v.sized_delete_ok    "$so" sized_delete_ok    0 "^ok$"
     expect misuse.$v.written_after_free "$so" written_after_free $ABRT "^hakmem: malloc\(\): free block written to \(a write after free, or an overflow of a neighbouring block\) at $P"
     expect misuse.$v.overflow_into_free "$so" overflow_into_free $ABRT "^hakmem: malloc\(\): free block written to \(a write after free, or an overflow of a neighbouring block\) at $P"
+    # a large block's canary (after it) and its span's (before the next span)
+    for c in large_overflow large_overflow_remote; do
+        expect misuse.$v.$c "$so" $c $ABRT "^hakmem: free\(\): heap overflow detected \(the canary after the block was overwritten\) in block $P"
+    done
+    expect misuse.$v.large_overflow_realloc "$so" large_overflow_realloc $ABRT "^hakmem: realloc\(\): heap overflow detected \(the canary after the block was overwritten\) in block $P"
+    expect misuse.$v.large_underflow    "$so" large_underflow    $ABRT "^hakmem: free\(\): heap underflow detected \(the bytes before the block were overwritten\) in block $P"
+    expect misuse.$v.large_underflow_prev "$so" large_underflow_prev $ABRT "^hakmem: free\(\): heap underflow detected \(the canary after the last block of its span was overwritten\) before the block after $P"
+    expect misuse.$v.large_sized_delete_wrong "$so" large_sized_delete_wrong $ABRT "^hakmem: operator delete\(\): size does not match the block \(sized delete\) $P"
+    expect misuse.$v.large_ok           "$so" large_ok           0 "^ok$"
     expect misuse.$v.zero_read          "$so" zero_read          $SEGV "^hakmem: SIGSEGV: access to a block of size 0 .*fault address $P, block $P"
     expect misuse.$v.zero_write         "$so" zero_write         $SEGV "^hakmem: SIGSEGV: access to a block of size 0 .*fault address $P, block $P"
     expect misuse.$v.zero_double_free   "$so" zero_double_free   $ABRT "^hakmem: free\(\): double free of $P"

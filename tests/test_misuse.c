@@ -157,6 +157,67 @@ int main(int argc, char **argv) {
         free(b);
         memset(a, 0x41, malloc_usable_size(a) + 16);
         for (int i = 0; i < 4; i++) sink = malloc(20000);
+    } else if (!strcmp(c, "large_overflow") || !strcmp(c, "large_overflow_realloc") ||
+               !strcmp(c, "large_overflow_remote")) {
+        /* one byte past a large block's size: its canary (the usable size
+         * is the size asked for) */
+        char *p = malloc(100000); sink = p;
+        if (malloc_usable_size(p) != 100000) { printf("usable %zu\n", malloc_usable_size(p)); return 3; }
+        char *volatile end = p + 100000;   /* (no -Warray-bounds) */
+        *end = 0x41;
+        if (!strcmp(c, "large_overflow")) free(p);
+        else if (!strcmp(c, "large_overflow_realloc")) sink = realloc(p, 300000);
+        else free_in_thread(p);
+    } else if (!strcmp(c, "large_underflow") || !strcmp(c, "large_underflow_prev")) {
+        /* one byte before a block that starts its span: the canary at the
+         * end of the span before (256 KiB blocks: a span of 5 slices, the
+         * last 32 KiB unused), found at the block's free or at the free of
+         * the block before */
+        char *a = malloc(262144), *b = malloc(262144); sink = a;
+        if (b != a + 5 * 65536) { printf("spans not adjacent\n"); return 3; }
+        char *volatile before = b - 1;   /* (no -Warray-bounds) */
+        *before = 0x41;
+        if (!strcmp(c, "large_underflow")) free(b);
+        else free(a);
+    } else if (!strcmp(c, "large_sized_delete_wrong")) {   /* a large block knows its size */
+        void *p = cxx_new(100000); sink = p;
+        cxx_delete_sized(p, 100016);
+    } else if (!strcmp(c, "large_ok")) {
+        /* correct use of large blocks is never reported: every usable byte
+         * written, sizes at and around each class's size, the largest
+         * (2 MiB: no room for a canary), aligned blocks, realloc that keeps,
+         * grows and shrinks, sized deletes, frees from another thread */
+        static const size_t sizes[] = { 65537, 72 * 1024, 73736, 100000, 262144, 262145, 294904, 1048576,
+                                        2097144, 2097145, 2097152 - 16, 2097152 };
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            size_t n = sizes[i];
+            char *p = malloc(n), *q = malloc(n);
+            if (!p || !q || malloc_usable_size(p) < n) { printf("malloc %zu\n", n); return 1; }
+            memset(p, 0x5a, malloc_usable_size(p));
+            memset(q, 0x5b, malloc_usable_size(q));
+            p = realloc(p, n - 1000);
+            p = realloc(p, n + 5000);
+            if (!p || p[0] != 0x5a || p[n - 1001] != 0x5a) { printf("realloc %zu\n", n); return 1; }
+            memset(p, 0x5c, malloc_usable_size(p));
+            p = realloc(p, malloc_usable_size(p));
+            memset(p, 0x5d, malloc_usable_size(p));
+            free(p);
+            free_in_thread(q);
+            void *d = cxx_new(n); sink = d;
+            memset(d, 1, malloc_usable_size(d));
+            cxx_delete_sized(d, n);
+            for (size_t align = 4096; align <= 262144; align *= 4) {
+                void *a = aligned_alloc(align, n);
+                if (!a || (uintptr_t)a % align != 0 || malloc_usable_size(a) < n) { printf("aligned %zu\n", n); return 1; }
+                memset(a, 0x5e, malloc_usable_size(a));
+                free(a);
+            }
+            char *z = calloc(1, n);
+            memset(z, 0x5f, malloc_usable_size(z));
+            free(z);
+        }
+        puts("ok");
+        return 0;
     } else if (!strcmp(c, "zero_read")) {       /* malloc(0)'s block faults when read */
         volatile char *p = malloc(0); sink = (void *)p;
         printf("SURVIVED %d\n", p[0]);

@@ -63,7 +63,7 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
      * its page): kept in place or moved.  A large block that grows may grow
      * in place: the complete path below. */
     hak_page_t *page = hak_quick_page(p);
-    if (hak_likely(page != NULL) && page->kind != HAK_PAGE_LARGE) {
+    if (hak_likely(page != NULL) && (size <= page->block_size || page->kind != HAK_PAGE_LARGE)) {
         size_t usable = page->block_size;
         if (size <= usable && size >= usable / 2) return p;
         return hak_realloc_move(p, size, usable);

@@ -138,7 +138,6 @@ HAK_INLINE void hak_free_remote(hak_heap_t *owner, hak_page_t *page, hak_block_t
 /* Free a validated block of a non-huge page: locally when this thread's
  * heap owns its segment, remotely otherwise. */
 HAK_INLINE void hak_free_block(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
-    if (hak_page_has_canary(page)) hak_large_check(page, b, "free()");   /* before the block goes back */
     hak_heap_t *self = hak_tls.heap, *owner = seg->heap;
     if (owner == self) {
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[page->class_idx]);
@@ -285,6 +284,7 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
         return;
     }
     if (hak_block_is_free(seg, page, b, "free()")) hak_fatal("free()", "double free of", p);
+    if (hak_page_has_canary(page)) hak_large_check(page, b, "free()");   /* before the block goes back */
     /* a heap profile's sample: out of the profile before the block can be reused */
     if (HAK_RELAXED(page->flags) & HAK_PAGE_SAMPLED) hak_sampled_freed(p);
     hak_free_block(seg, page, b);
@@ -312,7 +312,8 @@ void hak_free_slow(void *p) {
 
 /* Everything the quick check does not pass: NULL, foreign (glibc's) blocks,
  * huge blocks, aligned blocks, sampled blocks, free blocks, and misuse. */
-static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
+static HAK_NOINLINE size_t hak_usable_exact(const void *p, const char *op, bool *exact) {
+    *exact = false;
     if (p == NULL) return 0;
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
@@ -329,7 +330,12 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
     hak_page_t *page;
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, op, &page);
     if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
+    *exact = hak_page_has_canary(page) && (const uint8_t *)p == block;   /* the size it was allocated with */
     return hak_block_usable(page, block, p);
+}
+static size_t hak_usable_checked(const void *p, const char *op) {
+    bool exact;
+    return hak_usable_exact(p, op, &exact);
 }
 
 /* Usable size of a live block, or 0 when p is NULL; fatal for foreign p.
@@ -338,7 +344,7 @@ static HAK_NOINLINE size_t hak_usable_checked(const void *p, const char *op) {
  * not free -- then the block is the page's block size. */
 HAK_INLINE size_t hak_usable_in(const void *p, const char *op) {
     const hak_page_t *page = hak_quick_page(p);
-    return hak_likely(page != NULL) ? hak_block_usable(page, p, p) : hak_usable_checked(p, op);
+    return hak_likely(page != NULL) ? page->block_size : hak_usable_checked(p, op);
 }
 size_t hak_usable_size(const void *p) { return hak_usable_in(p, "malloc_usable_size()"); }
 /* The same, naming op in a report (the hardened layer's free and realloc). */
@@ -351,19 +357,20 @@ size_t hak_usable_op(const void *p, const char *op) { return hak_usable_in(p, op
  * page without flags (the quick check's pages), at most the usable size
  * otherwise (aligned, sampled, huge and foreign blocks, and every aligned
  * delete, whose block may be of a larger class); exactly the size a guarded
- * block was allocated with.  A block the quick check
+ * block or a large one (not at an aligned interior offset) was allocated
+ * with.  A block the quick check
  * refuses (free, misuse) is measured by the complete check, and free then
  * reports what it is. */
 void hak_check_delete_size(const void *p, size_t n, bool aligned) {
     const hak_page_t *page = hak_quick_page(p);
     size_t size;
-    bool ok = page != NULL ? (aligned ? n <= hak_block_usable(page, p, p) :
-                              /* a large block knows the size it was allocated with */
-                              hak_page_has_canary(page) ? n == hak_block_usable(page, p, p) :
-                              hak_size_class(n) == page->class_idx) :
-              /* a guarded block knows the size it was allocated with */
-              hak_guard_hooks.usable && hak_guard_hooks.usable(p, "operator delete()", &size) ? n == size :
-              n <= hak_usable_checked(p, "operator delete()");
+    bool exact, ok;
+    if (page != NULL) ok = aligned ? n <= page->block_size : hak_size_class(n) == page->class_idx;
+    else if (hak_guard_hooks.usable && hak_guard_hooks.usable(p, "operator delete()", &size)) ok = n == size;
+    else {
+        size = hak_usable_exact(p, "operator delete()", &exact);
+        ok = exact && !aligned ? n == size : n <= size;
+    }
     if (hak_unlikely(!ok))
         hak_fatal("operator delete()", "size does not match the block (sized delete)", p);
 }

@@ -11,7 +11,7 @@
  *     [U - 8, U)    the trailer: n and who allocated (malloc or new),
  *                   encoded with secret 1 and the address; its low byte is
  *                   0, so with no canary byte the trailer's first byte ends
- *                   a string
+ *                   a string; its high bit is 1 (HAK_H_HIGH)
  * free checks the trailer and the canary (an overflow, or an underflow of
  * the next block, is reported), zeroes [0, U - 8), writes the freed mark in
  * the trailer and puts the block into the thread's quarantine.  A block
@@ -29,14 +29,19 @@
 /* ---- the trailer ---- */
 
 #define HAK_H_N_BITS 47                        /* n < 2^47 */
-#define HAK_H_V_MASK (((uint64_t)1 << 56) - 1)
-#define HAK_H_FREED ((uint64_t)0x7f << 49)      /* never a live trailer's value */
+#define HAK_H_V_MASK (((uint64_t)1 << 55) - 1)
+#define HAK_H_FREED ((uint64_t)0x3f << 49)      /* never a live trailer's value */
+/* The trailer's last byte -- the one just before the next slot, which a
+ * 1-byte underflow of the next block writes -- always has its high bit set:
+ * a NUL or ASCII byte written there never decodes (with a secret byte there
+ * instead, 1 write in 256 did). */
+#define HAK_H_HIGH ((uint64_t)1 << 63)
 
 static inline uint64_t hak_h_mask(const void *p) {
     return (((uintptr_t)p ^ hak_secret(1)) * 0x9fb21c651e98df25u) >> 5;
 }
 static inline uint64_t hak_h_encode(const void *p, uint64_t v) {
-    return ((v ^ hak_h_mask(p)) & HAK_H_V_MASK) << 8;   /* low byte 0 */
+    return (((v ^ hak_h_mask(p)) & HAK_H_V_MASK) << 8) | HAK_H_HIGH;   /* low byte 0 */
 }
 static inline uint64_t *hak_h_trailer(void *p, size_t slot) { return (uint64_t *)((uint8_t *)p + slot - 8); }
 static inline uint8_t hak_h_canary_byte(void) { return (uint8_t)(hak_secret(0) >> 24) | 0x80; }
@@ -65,7 +70,7 @@ HAK_INLINE bool hak_h_decode(const void *p, size_t slot, uint64_t t, hak_h_info_
     uint64_t v = ((t >> 8) ^ hak_h_mask(p)) & HAK_H_V_MASK;
     out->n = (size_t)(v & (((uint64_t)1 << HAK_H_N_BITS) - 1));
     out->by = (unsigned)(v >> HAK_H_N_BITS) & 1u;
-    return (t & 0xff) == 0 && (v >> (HAK_H_N_BITS + 1)) == 0 && out->n <= slot - 8;
+    return (t & 0xff) == 0 && (t & HAK_H_HIGH) && (v >> (HAK_H_N_BITS + 1)) == 0 && out->n <= slot - 8;
 }
 HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, const char *op) {
     uint64_t t = *hak_h_trailer(p, slot);
@@ -146,6 +151,20 @@ static inline void hak_h_check_reused(void *p, size_t slot) {
     if (slot <= HAK_LARGE_MAX && hak_unlikely(!hak_h_zero(p, 16, slot))) hak_h_check_reused_slow(p, slot);
 }
 
+/* An underflow of any other block reaches the previous slot's last word:
+ * the trailer of a live block, the freed mark of a quarantined one, 0 (a
+ * free or fresh slot, zero past its free-list words), or the key word of a
+ * free 16-byte slot.  Checked at free, so that an underflow is caught
+ * whether or not the previous slot is ever freed or handed out. */
+HAK_INLINE void hak_h_check_prev(void *p, size_t slot) {
+    const uint8_t *prev = (const uint8_t *)p - slot;
+    uint64_t t = ((const uint64_t *)p)[-1];
+    hak_h_info_t b;
+    if (hak_unlikely(t != 0 && !hak_h_decode(prev, slot, t, &b) && t != hak_h_encode(prev, HAK_H_FREED) &&
+                     !hak_page_key_issued(t)))
+        hak_fatal("free()", "heap underflow detected (the size word before the block was overwritten) in block", p);
+}
+
 /* An underflow of a page's first block runs into what lies before the
  * page: the previous page's slack, or the slack of slot 0 after the
  * header's guard page, which no correct program writes -- zero but for the
@@ -165,19 +184,6 @@ static HAK_NOINLINE void hak_h_check_before(void *p, hak_page_t *page) {
     }
 }
 
-/* An underflow of any other block reaches the previous slot's last word:
- * the trailer of a live block, the freed mark of a quarantined one, 0 (a
- * free or fresh slot, zero past its free-list words), or the key word of a
- * free 16-byte slot.  Checked at free, so that an underflow is caught
- * whether or not the previous slot is ever freed or handed out. */
-HAK_INLINE void hak_h_check_prev(void *p, size_t slot) {
-    const uint8_t *prev = (const uint8_t *)p - slot;
-    uint64_t t = ((const uint64_t *)p)[-1];
-    hak_h_info_t b;
-    if (hak_unlikely(t != 0 && !hak_h_decode(prev, slot, t, &b) && t != hak_h_encode(prev, HAK_H_FREED) &&
-                     !hak_page_key_issued(t)))
-        hak_fatal("free()", "heap underflow detected (the size word before the block was overwritten) in block", p);
-}
 
 /* ---- the quarantine: a ring per thread ---- */
 

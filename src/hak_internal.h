@@ -420,12 +420,12 @@ HAK_INLINE hak_page_t *hak_quick_page(const void *p) {
 typedef struct hak_limits_s { uint64_t carved, local, wide; } hak_limits_t;
 HAK_INLINE hak_limits_t hak_page_limits(const hak_page_t *page) {
     uint8_t flags = HAK_RELAXED(page->flags);
-    uint64_t carved = (flags & (HAK_PAGE_HAS_ALIGNED | HAK_PAGE_IS_HUGE | HAK_PAGE_SAMPLED)) ? 0 :
+    /* (a large page's blocks have canaries: hak_free_checked checks them) */
+    uint64_t carved = (flags & (HAK_PAGE_HAS_ALIGNED | HAK_PAGE_IS_HUGE | HAK_PAGE_SAMPLED)) ||
+                      (HAK_CANARY && page->kind == HAK_PAGE_LARGE) ? 0 :
                       hak_block_limit(HAK_RELAXED(page->capacity), page->div_step);
     bool fast = flags == 0, small = page->kind == HAK_PAGE_SMALL;
-    /* a large block's free checks its canary: never the fast path's */
-    bool wide = fast && !small && !(HAK_CANARY && page->kind == HAK_PAGE_LARGE);
-    return (hak_limits_t){ carved, fast && small ? carved : 0, wide ? carved : 0 };
+    return (hak_limits_t){ carved, fast && small ? carved : 0, fast && !small ? carved : 0 };
 }
 HAK_INLINE void hak_page_update_limit(hak_page_t *page) {
     hak_limits_t l = hak_page_limits(page);
@@ -445,9 +445,10 @@ HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
  * n + HAK_CANARY, records n in the page (large_req) and writes a word of
  * the block's address and a secret at the block's offset n, its low byte 0
  * (a string filling the block ends there).  malloc_usable_size says n.
- * Every free of such a block (never the fast path's: wide_limit is 0 for a
- * large page) checks the word first: an overflow is reported before the
- * block goes back.  The hardened build has trailers of its own on every
+ * Every free of such a block checks the word first, so an overflow is
+ * reported before the block goes back: a large page's carved_limit is 0
+ * (hak_page_limits), so its frees, local or remote, take the complete
+ * check (hak_free_checked) and no other free pays for it.  The hardened build has trailers of its own on every
  * block, and no canary here. */
 /* What a request of n bytes asks of the size classes: n, or for a large
  * block n and its canary. */

@@ -19,23 +19,31 @@ HAK_NOINLINE uint64_t hak_secret_init(unsigned i) {
 }
 
 /* Page keys (hak_page_new_key, hak_internal.h): the n-th page incarnation
- * of the process gets ((2n ^ s) * C) | 1 with s = secret 0 less its low bit
- * and C odd.  2n ^ s is even and distinct for every n below 2^63; a
- * multiply by an odd constant permutes the 64-bit words and keeps an even
- * word even, so setting bit 0 maps distinct serials to distinct keys, none
- * of them 0.  Page keys are drawn only where a page gets its class (a slow
- * path): one shared atomic add. */
+ * of the process gets (((4n ^ s) * C) >> 1) | 1 | 2^63 with s = secret 0
+ * less its low two bits and C odd.  4n ^ s is a multiple of 4 and distinct
+ * for every n below 2^62; a multiply by an odd constant permutes the 64-bit
+ * words and keeps a multiple of 4 one, so the shift keeps distinct serials
+ * distinct (an even word, top bit 0) and setting bits 0 and 63 keeps them
+ * so, none of them 0.  Bit 63: the key's last byte -- the byte just before
+ * the next block, which a 1-byte underflow writes -- is never NUL or ASCII,
+ * so such a write always changes it (the hardened build's check of the
+ * previous slot; before, 1 page in 256 had 'A' there).  Page keys are drawn
+ * only where a page gets its class (a slow path): one shared atomic add. */
 static _Atomic uint64_t hak_key_serial;
+#define HAK_KEY_C    0x9e3779b97f4a7c15u
+#define HAK_KEY_CINV 0xf1de83e19937733du   /* HAK_KEY_C's inverse mod 2^64 */
+#define HAK_KEY_BITS (((uint64_t)1 << 63) | 1u)
 
 uintptr_t hak_page_new_key(void) {
     uint64_t n = atomic_fetch_add_explicit(&hak_key_serial, 1, memory_order_relaxed);
-    return (((n << 1) ^ (hak_secret(0) & ~(uint64_t)1)) * 0x9e3779b97f4a7c15u) | 1u;
+    return ((((n << 2) ^ (hak_secret(0) & ~(uint64_t)3)) * HAK_KEY_C) >> 1) | HAK_KEY_BITS;
 }
 
-/* The inverse: w is a key if it is odd and ((w & ~1) * C^-1) ^ s is twice a
- * serial already drawn (the hardened build's reuse check, hak_hardened.c). */
+/* The inverse: w is a key if bits 0 and 63 are set and
+ * (((w less them) << 1) * C^-1) ^ s is four times a serial already drawn
+ * (the hardened build's reuse check, hak_hardened.c). */
 bool hak_page_key_issued(uint64_t w) {
-    if (!(w & 1)) return false;
-    uint64_t x = ((w & ~(uint64_t)1) * 0xf1de83e19937733du) ^ (hak_secret(0) & ~(uint64_t)1);
-    return (x >> 1) < atomic_load_explicit(&hak_key_serial, memory_order_relaxed);
+    if ((w & HAK_KEY_BITS) != HAK_KEY_BITS) return false;
+    uint64_t x = (((w & ~HAK_KEY_BITS) << 1) * HAK_KEY_CINV) ^ (hak_secret(0) & ~(uint64_t)3);
+    return (x & 3) == 0 && (x >> 2) < atomic_load_explicit(&hak_key_serial, memory_order_relaxed);
 }

@@ -100,14 +100,14 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
         usable = hak_block_usable(page, block, p);
         room = hak_block_room(page, block, p);
     }
-    if ((size <= room && size >= room / 2) || size == usable) {
+    if (hak_realloc_keeps(size, usable, room)) {
         if (hak_unlikely(page->flags & HAK_PAGE_SAMPLED)) hak_profile_resize(p, size);
         hak_block_resize(page, block, p, size);
         return p;
     }
     /* the owner test first: another thread's page's used and flags are not ours to read */
     size_t need = hak_canary_need(size);
-    if (size > room && need <= HAK_LARGE_MAX && seg->heap == hak_tls.heap && page->kind == HAK_PAGE_LARGE &&
+    if (size > room && size <= HAK_LARGE_MAX && seg->heap == hak_tls.heap && page->kind == HAK_PAGE_LARGE &&
         (page->flags & (uint8_t)~HAK_PAGE_SAMPLED) == 0 && block == page->start && page->used == 1 &&
         hak_class_kind(hak_size_class(need)) == HAK_PAGE_LARGE && hak_size_class(need) != page->class_idx) {
         bool sampled = page->flags & HAK_PAGE_SAMPLED;

@@ -67,7 +67,7 @@ void *hak_aligned_plain(size_t size, size_t align, bool zero) {
     size_t n = hak_round_up(size ? size : 1, align);   /* (size <= PTRDIFF_MAX: no overflow) */
     /* a large block's class holds its canary too: n + HAK_CANARY a multiple of align */
     if (hak_canary_need(n) != n) n = hak_round_up(n + HAK_CANARY, align) - HAK_CANARY;
-    if (hak_likely(align <= ((size_t)1 << HAK_SLICE_SHIFT) && hak_canary_need(n) <= HAK_LARGE_MAX)) {
+    if (hak_likely(align <= ((size_t)1 << HAK_SLICE_SHIFT) && n <= HAK_LARGE_MAX)) {
         /* aligned by construction: hak_page_check (debug) checks the page
          * starts, tests/api_aligned.h every block */
         return zero ? hak_aligned_zeroed(n, size) : hak_malloc_inline(n);

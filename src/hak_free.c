@@ -39,10 +39,11 @@ static bool hak_span_intact(const hak_page_t *page) {
 void hak_large_check(const hak_page_t *page, const void *block, const char *op) {
     uint64_t c;
     size_t n = page->large_req[hak_large_index(page, block)];
-    if (n + HAK_CANARY <= page->block_size) memcpy(&c, (const uint8_t *)block + n, sizeof c);
-    else c = hak_large_canary(block);   /* no room: no canary */
-    if (hak_unlikely(c != hak_large_canary(block)))
-        hak_fatal(op, "heap overflow detected (the canary after the block was overwritten) in block", block);
+    if (hak_large_has_room(page, n)) {
+        memcpy(&c, (const uint8_t *)block + n, sizeof c);
+        if (hak_unlikely(c != hak_large_canary(block)))
+            hak_fatal(op, "heap overflow detected (the canary after the block was overwritten) in block", block);
+    }
     if (hak_span_has_canary(page) && hak_unlikely(!hak_span_intact(page)))
         hak_fatal(op, "heap underflow detected (the canary after the last block of its span was overwritten) "
                       "before the block after", hak_span_end(page));

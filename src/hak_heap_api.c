@@ -271,7 +271,7 @@ HAK_EXPORT void *hakmem_heap_realloc(hakmem_heap_t *hh, void *p, size_t size) {
         if (hak_page_has_canary(page)) hak_large_check(page, block, op);
         usable = huge ? page->area - (size_t)((uint8_t *)p - page->start) : hak_block_usable(page, block, p);
         size_t room = huge ? usable : hak_block_room(page, block, p);
-        if (seg->heap == h && ((size <= room && size >= room / 2) || size == usable)) {   /* stays */
+        if (seg->heap == h && hak_realloc_keeps(size, usable, room)) {   /* stays */
             if (!huge) hak_block_resize(page, block, p, size);
             return p;
         }

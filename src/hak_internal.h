@@ -448,8 +448,8 @@ HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
  * Every free of such a block checks the word first, so an overflow is
  * reported before the block goes back: a large page's carved_limit is 0
  * (hak_page_limits), so its frees, local or remote, take the complete
- * check (hak_free_checked) and no other free pays for it.  The hardened build has trailers of its own on every
- * block, and no canary here. */
+ * check (hak_free_checked) and no other free pays for it.  The hardened
+ * build has trailers of its own on every block, and no canary here. */
 /* What a request of n bytes asks of the size classes: n, or for a large
  * block n and its canary. */
 HAK_INLINE size_t hak_canary_need(size_t n) {
@@ -462,20 +462,21 @@ HAK_INLINE unsigned hak_large_index(const hak_page_t *page, const void *block) {
 HAK_INLINE uint64_t hak_large_canary(const void *block) {
     return ((((uintptr_t)block ^ hak_secret(1)) * 0x9e3779b97f4a7c15u) | 0x8000) & ~(uint64_t)0xff;
 }
-/* block, of a large page, now holds n bytes: its size, and its canary
- * when it has room (all but the largest class's largest sizes) */
+/* Has a block of n bytes of page room for its canary?  All but the
+ * largest class's largest sizes (hak_canary_need) have. */
+HAK_INLINE bool hak_large_has_room(const hak_page_t *page, size_t n) { return n + HAK_CANARY <= page->block_size; }
+/* block, of a large page, now holds n bytes: its size, and its canary */
 HAK_INLINE void hak_large_seal(hak_page_t *page, void *block, size_t n) {
     uint64_t c = hak_large_canary(block);
     page->large_req[hak_large_index(page, block)] = (uint32_t)n;
-    if (n + HAK_CANARY <= page->block_size) memcpy((uint8_t *)block + n, &c, sizeof c);
+    if (hak_large_has_room(page, n)) memcpy((uint8_t *)block + n, &c, sizeof c);
 }
 /* The end of a large page's span of slices.  When its blocks leave room
  * there, the span's last 16 bytes hold a canary too (hak_segment_init_page):
  * an underflow of the next span's first block runs into it. */
 HAK_INLINE uint8_t *hak_span_end(const hak_page_t *page) {
-    const uint8_t *seg = (const uint8_t *)((uintptr_t)page & ~(uintptr_t)(HAK_SEGMENT_SIZE - 1));
-    size_t head = (size_t)(((uintptr_t)page - (uintptr_t)seg - offsetof(hak_segment_t, pages)) / sizeof(hak_page_t));
-    return (uint8_t *)seg + ((head + page->span) << HAK_SLICE_SHIFT);
+    hak_segment_t *seg = hak_segment_of(page);
+    return (uint8_t *)seg + (((size_t)(page - seg->pages) + page->span) << HAK_SLICE_SHIFT);
 }
 HAK_INLINE bool hak_span_has_canary(const hak_page_t *page) {
     return hak_page_has_canary(page) && (size_t)(hak_span_end(page) - (page->start + page->area)) >= 16;
@@ -508,7 +509,12 @@ HAK_INLINE size_t hak_block_room(const hak_page_t *page, const void *block, cons
     return page->block_size - (size_t)((const uint8_t *)p - (const uint8_t *)block) -
            (hak_page_has_canary(page) ? HAK_CANARY : 0);
 }
-/* realloc keeps p, of block, at size bytes (size <= hak_block_room) */
+/* realloc keeps a block that holds usable bytes and could hold room at
+ * size bytes: when size fits and uses at least half of it, or is the same */
+HAK_INLINE bool hak_realloc_keeps(size_t size, size_t usable, size_t room) {
+    return (size <= room && size >= room / 2) || size == usable;
+}
+/* realloc keeps p, of block, at size bytes (hak_realloc_keeps) */
 HAK_INLINE void hak_block_resize(hak_page_t *page, void *block, const void *p, size_t size) {
     if (hak_page_has_canary(page)) hak_large_seal(page, block, (size_t)((const uint8_t *)p - (uint8_t *)block) + size);
 }

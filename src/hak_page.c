@@ -86,6 +86,8 @@ void hak_page_check(const hak_page_t *page) {
         hak_fatal("consistency check", "free-check limits out of date in page", page);
     if (page->kind == HAK_PAGE_SMALL && ((uintptr_t)page->start & 0xffff) != 0)
         hak_fatal("consistency check", "small page not on a 64 KiB boundary", page);
+    if (page->kind == HAK_PAGE_LARGE && page->reserved > HAK_LARGE_BLOCKS)   /* one large_req each */
+        hak_fatal("consistency check", "large page with more blocks than large_req holds", page);
     /* blocks aligned as their size allows, up to 64 KiB
      * (hak_segment_init_page; hak_aligned_plain relies on it) */
     size_t natural = page->block_size & (0 - page->block_size);
@@ -448,8 +450,7 @@ HAK_INLINE void *hak_page_pop(hak_heap_t *heap, hak_page_t *page, hak_block_t **
  * class with no page that has a block at hand (hak_find_page). */
 static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
     if (hak_unlikely(heap == &hak_heap_empty)) return heap->first_malloc(size);   /* a thread's first */
-    size_t need = hak_canary_need(size);   /* a large block: room for its canary */
-    if (size > HAK_LARGE_MAX || need > HAK_LARGE_MAX) {
+    if (size > HAK_LARGE_MAX) {
         hak_stat_inc(heap->st_slow);
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[HAK_CLASS_COUNT]);
         return hak_huge_alloc(size, HAK_MIN_ALIGN, false);
@@ -458,7 +459,7 @@ static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
         void *z = hak_zero_alloc(HAK_MIN_ALIGN);
         if (z) return z;
     }
-    unsigned cls = hak_size_class(need);
+    unsigned cls = hak_size_class(hak_canary_need(size));   /* a large block: room for its canary */
     hak_page_t *page = heap->queues[cls].first;
     void *b;
     if (size > HAK_DIRECT_MAX && page != NULL && *hak_medium_list(page) != NULL) {

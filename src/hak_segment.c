@@ -64,6 +64,9 @@ static void hak_segment_counted(int delta) {
 #define HAK_LARGE_SPAN_BYTES ((size_t)256 << 10)
 #define HAK_LARGE_STALE 16     /* see hak_kept_release_classes */
 
+/* a large page's blocks, at most: each has its large_req (hak_types.h) */
+_Static_assert(HAK_LARGE_SPAN_BYTES / (HAK_MEDIUM_MAX + 1) <= HAK_LARGE_BLOCKS, "large_req holds every block");
+
 static void hak_span_map(hak_segment_t *seg, unsigned head, unsigned n) {
     for (unsigned i = head; i < head + n; i++) seg->slice_page[i] = &seg->pages[head];
     seg->pages[head].span = (uint8_t)n;

@@ -119,12 +119,6 @@ HAK_INLINE bool hak_h_zero(const void *p, size_t from, size_t to) {
     return w == 0;
 }
 
-/* Zero [0, len) of p: glibc's memset (vector stores, rep stosb for large
- * lengths, which valgrind counts a byte at a time: the instruction counts
- * of docs/security.md were taken with a 64-byte loop of our own, slower in
- * time: random_large 0.89 of memset's) */
-static inline void hak_h_wipe(void *p, size_t len) { memset(p, 0, len); }
-
 /* A block malloc hands out again: past the free list's 16 bytes it must be
  * zero, but for the free-list words that blocks of an earlier class of the
  * page left, at 16-byte steps (hak_h_free_words: a link, 0 or into p's
@@ -357,7 +351,10 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
     hak_page_t *page = hak_page_of(hak_segment_of(p), p);
     if (hak_unlikely(page->start == (uint8_t *)p)) hak_h_check_before(p, page);
     else if (hak_carved_block(page, (size_t)((uint8_t *)p - page->start))) hak_h_check_prev(p, slot);
-    hak_h_wipe(p, slot - 8);
+    /* zero on free: glibc's memset (vector stores; rep stosb for large
+     * lengths, which valgrind counts a byte at a time -- the instruction
+     * counts of docs/security.md predate it) */
+    memset(p, 0, slot - 8);
     *hak_h_trailer(p, slot) = hak_h_encode(p, HAK_H_FREED);
     hak_q_put(p, slot);
 }

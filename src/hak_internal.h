@@ -439,7 +439,7 @@ HAK_INLINE void hak_page_set_flags(hak_page_t *page, uint8_t flags) {
     hak_page_update_limit(page);
 }
 
-/* ---- large blocks' canaries (docs/security.md, "Release checks") ----
+/* ---- large blocks' canaries (docs/design.md, "Large blocks' canaries") ----
  * A block of a large page (above 64 KiB, up to 2 MiB) is followed by
  * HAK_CANARY bytes no correct program writes: malloc takes the class of
  * n + HAK_CANARY, records n in the page (large_req) and writes a word of

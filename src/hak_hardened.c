@@ -16,9 +16,8 @@
  * the next block, is reported), zeroes [0, U - 8), writes the freed mark in
  * the trailer and puts the block into the thread's quarantine.  A block
  * leaves the quarantine at random when it is full, after a check that it is
- * still zero (a write after free), and only then goes back to the free
- * lists.  malloc checks that a block it hands out again is still zero past
- * the free list's 16 bytes, and probes one random quarantined block.
+ * still zero whole (a write after free), and only then goes back to the
+ * free lists.  malloc probes one random quarantined block.
  *
  * Huge blocks (above HAK_LARGE_MAX) skip the quarantine and the zeroing:
  * the hardened build unmaps them at free (hak_huge.c: no huge cache), and a
@@ -37,108 +36,144 @@
  * instead, 1 write in 256 did). */
 #define HAK_H_HIGH ((uint64_t)1 << 63)
 
-static inline uint64_t hak_h_mask(const void *p) {
-    return (((uintptr_t)p ^ hak_secret(1)) * 0x9fb21c651e98df25u) >> 5;
+/* The secrets an entry point loads once and passes down: s1 for the
+ * trailers, c8 the canary byte in each of a word's bytes. */
+typedef struct { uint64_t s1, c8; } hak_h_keys_t;
+HAK_INLINE hak_h_keys_t hak_h_keys(void) {
+    return (hak_h_keys_t){ hak_secret(1), ((uint8_t)(hak_secret(0) >> 24) | 0x80) * 0x0101010101010101u };
 }
-static inline uint64_t hak_h_encode(const void *p, uint64_t v) {
-    return (((v ^ hak_h_mask(p)) & HAK_H_V_MASK) << 8) | HAK_H_HIGH;   /* low byte 0 */
+
+HAK_INLINE uint64_t hak_h_mask(const void *p, uint64_t s1) {
+    return (((uintptr_t)p ^ s1) * 0x9fb21c651e98df25u) >> 5;
+}
+HAK_INLINE uint64_t hak_h_encode(const void *p, uint64_t v, uint64_t s1) {
+    return (((v ^ hak_h_mask(p, s1)) & HAK_H_V_MASK) << 8) | HAK_H_HIGH;   /* low byte 0 */
 }
 static inline uint64_t *hak_h_trailer(void *p, size_t slot) { return (uint64_t *)((uint8_t *)p + slot - 8); }
-static inline uint8_t hak_h_canary_byte(void) { return (uint8_t)(hak_secret(0) >> 24) | 0x80; }
+/* (words are read and written little-endian: the low byte of a word comes
+ * first in memory, as on every architecture hak_arch.h supports) */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the canary's and trailer's first bytes are words' low bytes");
 
-/* Seal a block of n bytes in a slot of slot bytes: canary and trailer. */
-HAK_INLINE void hak_h_seal(void *p, size_t n, size_t slot, unsigned by) {
+/* Seal a block of n bytes in a slot of slot bytes: canary and trailer.  A
+ * canary of up to 64 bytes is written a word at a time (the last word
+ * overlapping), a longer one with memset. */
+HAK_INLINE void hak_h_seal(void *p, size_t n, size_t slot, unsigned by, hak_h_keys_t k) {
     uint8_t *c = (uint8_t *)p + n;
     size_t len = slot - 8 - n;
-    if (len > 0) {
+    uint64_t want8 = k.c8;
+    if (len >= 8) {
+        if (len > 64) {
+            memset(c, (uint8_t)want8, len);
+        } else {
+            for (size_t i = 0; i + 8 <= len; i += 8) memcpy(c + i, &want8, 8);
+            memcpy(c + len - 8, &want8, 8);
+        }
         c[0] = 0;
-        memset(c + 1, hak_h_canary_byte(), len - 1);
+    } else if (len > 0) {
+        c[0] = 0;
+        for (size_t i = 1; i < len; i++) c[i] = (uint8_t)want8;
     }
-    *hak_h_trailer(p, slot) = hak_h_encode(p, (uint64_t)n | ((uint64_t)by << HAK_H_N_BITS));
+    *hak_h_trailer(p, slot) = hak_h_encode(p, (uint64_t)n | ((uint64_t)by << HAK_H_N_BITS), k.s1);
 }
 
 /* The block's size and who allocated it, from a trailer that must be
  * intact (fatal otherwise: a freed block, or an overflow). */
 typedef struct { size_t n; unsigned by; } hak_h_info_t;
 static HAK_COLD void hak_h_bad_trailer(const void *p, uint64_t t, const char *op) {
-    if (t == hak_h_encode(p, HAK_H_FREED)) hak_fatal(op, "pointer already freed", p);
+    if (t == hak_h_encode(p, HAK_H_FREED, hak_secret(1))) hak_fatal(op, "pointer already freed", p);
     hak_fatal(op, "heap overflow detected (the size word after the block was overwritten) in block", p);
 }
 /* Decode trailer t of the block p in a slot of slot bytes: false if it is
  * not a live block's. */
-HAK_INLINE bool hak_h_decode(const void *p, size_t slot, uint64_t t, hak_h_info_t *out) {
-    uint64_t v = ((t >> 8) ^ hak_h_mask(p)) & HAK_H_V_MASK;
+HAK_INLINE bool hak_h_decode(const void *p, size_t slot, uint64_t t, uint64_t s1, hak_h_info_t *out) {
+    uint64_t v = ((t >> 8) ^ hak_h_mask(p, s1)) & HAK_H_V_MASK;
     out->n = (size_t)(v & (((uint64_t)1 << HAK_H_N_BITS) - 1));
     out->by = (unsigned)(v >> HAK_H_N_BITS) & 1u;
     return (t & 0xff) == 0 && (t & HAK_H_HIGH) && (v >> (HAK_H_N_BITS + 1)) == 0 && out->n <= slot - 8;
 }
-HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, const char *op) {
+HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, uint64_t s1, const char *op) {
     uint64_t t = *hak_h_trailer(p, slot);
     hak_h_info_t b;
-    if (hak_unlikely(!hak_h_decode(p, slot, t, &b))) hak_h_bad_trailer(p, t, op);
+    if (hak_unlikely(!hak_h_decode(p, slot, t, s1, &b))) hak_h_bad_trailer(p, t, op);
     return b;
 }
 
-/* The canary after n bytes: intact, or fatal. */
-HAK_INLINE void hak_h_check_canary(const void *p, size_t n, size_t slot, const char *op) {
-    const uint8_t *c = (const uint8_t *)p + n;
-    size_t len = slot - 8 - n, i = 1;
-    if (len == 0) return;
-    uint8_t want = hak_h_canary_byte();
-    uint64_t want8 = want * 0x0101010101010101u, bad = c[0];
-    for (; i + 8 <= len; i += 8) {              /* 8 bytes a step, unaligned */
-        uint64_t w;
-        memcpy(&w, c + i, 8);
+/* Are the len bytes at b (len >= 8, any alignment) all the byte of want8?
+ * 64 bytes a step in 16-byte vectors (SSE2, NEON), then words, then the
+ * last word, overlapping. */
+typedef uint64_t hak_v2_t __attribute__((vector_size(16), may_alias, aligned(1)));
+HAK_INLINE bool hak_h_same(const uint8_t *b, size_t len, uint64_t want8) {
+    const uint8_t *e = b + len;
+    hak_v2_t want = { want8, want8 }, acc = { 0, 0 };
+    for (; b + 64 <= e; b += 64) {
+        const hak_v2_t *v = (const hak_v2_t *)b;
+        acc |= (v[0] ^ want) | (v[1] ^ want) | (v[2] ^ want) | (v[3] ^ want);
+    }
+    uint64_t bad = acc[0] | acc[1], w;
+    for (; b + 8 <= e; b += 8) {
+        memcpy(&w, b, 8);
         bad |= w ^ want8;
     }
-    if (i < len && len >= 9) {                 /* the tail: the last 8 bytes, overlapping */
-        uint64_t w;
-        memcpy(&w, c + len - 8, 8);
+    if (b < e) {
+        memcpy(&w, e - 8, 8);
         bad |= w ^ want8;
-    } else {
-        for (; i < len; i++) bad |= (uint8_t)(c[i] ^ want);
+    }
+    return bad == 0;
+}
+
+/* The canary after n bytes: intact, or fatal. */
+HAK_INLINE void hak_h_check_canary(const void *p, size_t n, size_t slot, uint64_t want8, const char *op) {
+    const uint8_t *c = (const uint8_t *)p + n;
+    size_t len = slot - 8 - n;
+    uint64_t bad = 0, w;
+    if (len >= 8) {
+        memcpy(&w, c, 8);
+        bad = (w ^ want8) & ~(uint64_t)0xff;     /* the first word: its low byte is the 0 */
+        bad |= c[0];
+        /* the rest: from c + 8, or with fewer than 8 bytes left, the last
+         * word (it starts past c[0]) */
+        if (len > 8 && !(len >= 16 ? hak_h_same(c + 8, len - 8, want8) : hak_h_same(c + len - 8, 8, want8)))
+            bad = 1;
+    } else if (len > 0) {
+        bad = c[0];
+        for (size_t i = 1; i < len; i++) bad |= (uint8_t)(c[i] ^ (uint8_t)want8);
     }
     if (hak_unlikely(bad != 0))
         hak_fatal(op, "heap overflow detected (the canary after the block was overwritten) in block", p);
 }
 
-/* ---- zero checks ---- */
-
-/* Are the bytes [from, to) of p all zero?  (from and to multiples of 8;
- * 64 bytes a step in 16-byte vectors, SSE2 or NEON, then words) */
-typedef uint64_t hak_v2_t __attribute__((vector_size(16), may_alias, aligned(8)));
+/* Are the bytes [from, to) of p all zero?  (to - from >= 8) */
 HAK_INLINE bool hak_h_zero(const void *p, size_t from, size_t to) {
-    const uint8_t *b = (const uint8_t *)p + from, *e = (const uint8_t *)p + to;
-    hak_v2_t acc = { 0, 0 };
-    for (; b + 64 <= e; b += 64) {
-        const hak_v2_t *v = (const hak_v2_t *)b;
-        acc |= v[0] | v[1] | v[2] | v[3];
-    }
-    uint64_t w = acc[0] | acc[1];
-    for (; b < e; b += 8) w |= *(const uint64_t *)b;
-    return w == 0;
+    return hak_h_same((const uint8_t *)p + from, to - from, 0);
 }
 
-/* A block malloc hands out again: past the free list's 16 bytes it must be
- * zero, but for the free-list words that blocks of an earlier class of the
- * page left, at 16-byte steps (hak_h_free_words: a link, 0 or into p's
+/* The free-list words that blocks of an earlier class of a page leave at
+ * 16-byte steps in memory no block now covers: a link, 0 or into p's
  * segment, then 0 -- a block carved but never handed out -- or a key
- * hak_page_new_key issued). */
+ * hak_page_new_key issued.  (hak_h_check_before) */
 static bool hak_h_free_words(const uint64_t *w, const void *p) {
     return (w[0] == 0 || hak_segment_of((void *)(uintptr_t)w[0]) == hak_segment_of(p)) &&
            (w[1] == 0 || hak_page_key_issued(w[1]));
 }
-static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t slot) {
+
+/* A block malloc hands out again: its first line past the free list's 16
+ * bytes, [16, 64), must still be zero -- a write after the block left the
+ * quarantine (the rest of it was checked when it left: hak_q_release).
+ * The pop read that line already, so this reads no memory the program has
+ * not touched.  The only non-zero words it accepts are free-list words
+ * that blocks of an earlier class of the page left (hak_h_free_words). */
+static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end) {
     const uint64_t *w = (const uint64_t *)p;
-    for (size_t i = 2; i + 1 < slot / 8; i += 2)
+    for (size_t i = 2; i + 1 < end / 8; i += 2)     /* (slots are multiples of 16 bytes) */
         if (!hak_h_free_words(w + i, p)) {
-            hak_message("hakmem: malloc(): block %p of %zu bytes: bytes at offset %zu changed after free "
-                        "(words %p %p)\n", p, slot, i * 8, (void *)w[i], (void *)w[i + 1]);
+            hak_message("hakmem: malloc(): block %p: bytes at offset %zu changed after free (words %p %p)\n",
+                        p, i * 8, (void *)w[i], (void *)w[i + 1]);
             hak_fatal("malloc()", "write after free detected in the block it would return", p);
         }
 }
-static inline void hak_h_check_reused(void *p, size_t slot) {
-    if (slot <= HAK_LARGE_MAX && hak_unlikely(!hak_h_zero(p, 16, slot))) hak_h_check_reused_slow(p, slot);
+HAK_INLINE void hak_h_check_reused(void *p, size_t slot) {
+    size_t end = slot < 64 ? slot : 64;
+    if (end > 16 && hak_unlikely(!hak_h_zero(p, 16, end))) hak_h_check_reused_slow(p, end);
 }
 
 /* An underflow of any other block reaches the previous slot's last word:
@@ -146,11 +181,11 @@ static inline void hak_h_check_reused(void *p, size_t slot) {
  * free or fresh slot, zero past its free-list words), or the key word of a
  * free 16-byte slot.  Checked at free, so that an underflow is caught
  * whether or not the previous slot is ever freed or handed out. */
-HAK_INLINE void hak_h_check_prev(void *p, size_t slot) {
+HAK_INLINE void hak_h_check_prev(void *p, size_t slot, uint64_t s1) {
     const uint8_t *prev = (const uint8_t *)p - slot;
     uint64_t t = ((const uint64_t *)p)[-1];
     hak_h_info_t b;
-    if (hak_unlikely(t != 0 && !hak_h_decode(prev, slot, t, &b) && t != hak_h_encode(prev, HAK_H_FREED) &&
+    if (hak_unlikely(t != 0 && !hak_h_decode(prev, slot, t, s1, &b) && t != hak_h_encode(prev, HAK_H_FREED, s1) &&
                      !hak_page_key_issued(t)))
         hak_fatal("free()", "heap underflow detected (the size word before the block was overwritten) in block", p);
 }
@@ -179,7 +214,6 @@ static HAK_NOINLINE void hak_h_check_before(void *p, hak_page_t *page) {
 
 #define HAK_Q_SLOTS 64
 #define HAK_Q_BYTES ((size_t)256 << 10)      /* bytes it may hold */
-#define HAK_Q_PROBE 64                        /* bytes of a block malloc's probe checks */
 
 typedef struct hak_quarantine_s {
     struct hak_quarantine_s *next;            /* on the list of spare rings */
@@ -196,31 +230,44 @@ static bool hak_q_key_ok;
 static hak_quarantine_t *hak_q_spare;        /* rings of exited threads, for reuse */
 static _Atomic int hak_q_lock;
 
-static uint64_t hak_q_random(hak_quarantine_t *q) {     /* xorshift64 */
+/* an entry at random: xorshift64, scaled to [0, count) with a multiply
+ * (a division here cost more than the rest of the choice) */
+static inline unsigned hak_q_random(hak_quarantine_t *q) {
     uint64_t x = q->rng;
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-    return q->rng = x;
+    q->rng = x;
+    return (unsigned)(((x >> 32) * q->count) >> 32);
 }
 
 /* A quarantined block must still be zero, with its freed mark (bytes
  * checked: at most limit). */
-HAK_INLINE void hak_q_check(void *p, size_t slot, size_t limit) {
-    size_t end = slot - 8 < limit ? slot - 8 : limit;
-    if (hak_unlikely(!hak_h_zero(p, 0, end) || *hak_h_trailer(p, slot) != hak_h_encode(p, HAK_H_FREED)))
-        hak_fatal("free()", "write after free detected in the freed block", p);
+static HAK_COLD HAK_NOINLINE void hak_q_written(void *p) {
+    hak_fatal("free()", "write after free detected in the freed block", p);
+}
+HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t s1) {
+    if (hak_unlikely(!hak_h_zero(p, 0, slot - 8) || *hak_h_trailer(p, slot) != hak_h_encode(p, HAK_H_FREED, s1)))
+        hak_q_written(p);
 }
 
-/* Entry i leaves: checked, its mark cleared, really freed.  Only the 16
- * bytes the free list overwrites are checked here: the rest is checked
- * when malloc hands the block out again (hak_h_check_reused). */
+/* Entry i leaves: checked whole (the free zeroed it: any byte not zero is
+ * a write after free), its mark cleared, really freed.  The check is here,
+ * where the block leaves the quarantine for the free lists, and not when
+ * malloc hands it out again: the quarantine holds at most HAK_Q_BYTES, so
+ * the block is still in the caches, and malloc never reads a block, so it
+ * never reads memory the program has not touched yet (a read maps the
+ * kernel's zero page, and the program's first write then costs a second
+ * fault and a TLB shootdown). */
+HAK_INLINE void hak_q_release(void *p, size_t slot, uint64_t s1) {
+    hak_q_check(p, slot, s1);
+    *hak_h_trailer(p, slot) = 0;
+    hak_free_inline(p);
+}
 HAK_INLINE void hak_q_evict(hak_quarantine_t *q, unsigned i) {
     void *p = q->e[i].p;
     size_t slot = q->e[i].slot;
     q->e[i] = q->e[--q->count];
     q->bytes -= slot;
-    hak_q_check(p, slot, 16);
-    *hak_h_trailer(p, slot) = 0;
-    hak_free_inline(p);
+    hak_q_release(p, slot, hak_secret(1));
 }
 
 static void hak_q_lock_take(void) {
@@ -262,27 +309,43 @@ static HAK_NOINLINE hak_quarantine_t *hak_q_make(void) {
 
 /* Put a zeroed, marked block into the quarantine; without one (a thread
  * past its exit handler, no memory) it goes back at once. */
-static void hak_q_put(void *p, size_t slot) {
+static void hak_q_put(void *p, size_t slot, uint64_t s1) {
     hak_quarantine_t *q = hak_q;
     if (!q && (hak_tls_exiting || !(q = hak_q_make()))) {
         *hak_h_trailer(p, slot) = 0;
         hak_free_inline(p);
         return;
     }
-    while (q->count == HAK_Q_SLOTS || (q->count > 0 && q->bytes + slot > HAK_Q_BYTES))
-        hak_q_evict(q, (unsigned)(hak_q_random(q) % q->count));
-    q->e[q->count].p = p;
-    q->e[q->count].slot = slot;
-    q->count++;
+    /* full: a random entry leaves, and the block takes its place when
+     * that makes room (the common case), else another leaves */
+    unsigned i = q->count;
+    while (q->count == HAK_Q_SLOTS || (q->count > 0 && q->bytes + slot > HAK_Q_BYTES)) {
+        i = hak_q_random(q);
+        void *old = q->e[i].p;
+        size_t old_slot = q->e[i].slot;
+        q->bytes -= old_slot;
+        hak_q_release(old, old_slot, s1);
+        if (q->bytes + slot <= HAK_Q_BYTES) break;
+        q->e[i] = q->e[--q->count];
+        i = q->count;
+    }
+    if (i == q->count) q->count++;
+    q->e[i].p = p;
+    q->e[i].slot = slot;
     q->bytes += slot;
 }
 
-/* malloc's probe: one quarantined block, at random */
-static inline void hak_q_probe(void) {
+/* malloc's probe: one quarantined block, at random, its first 16 bytes
+ * (where a dangling pointer's fields are) and its freed mark */
+HAK_INLINE void hak_q_probe(uint64_t s1) {
     hak_quarantine_t *q = hak_q;
     if (q && q->count) {
-        unsigned i = (unsigned)(hak_q_random(q) % q->count);
-        hak_q_check(q->e[i].p, q->e[i].slot, HAK_Q_PROBE);
+        unsigned i = hak_q_random(q);
+        uint64_t *w = q->e[i].p;
+        size_t slot = q->e[i].slot;
+        if (hak_unlikely((w[0] | (slot > 16 ? w[1] : 0)) != 0 ||
+                         *hak_h_trailer(w, slot) != hak_h_encode(w, HAK_H_FREED, s1)))
+            hak_q_written(w);
     }
 }
 
@@ -297,12 +360,15 @@ HAK_INLINE size_t hak_h_slot(const void *p, const char *op) {
     return hak_usable_op(p, op);
 }
 
-static void *hak_h_finish(void *p, size_t n, unsigned by) {
+/* p, new from the machinery below, in a slot of slot bytes (0: not known
+ * yet), becomes a block of n bytes */
+HAK_INLINE void *hak_h_finish(void *p, size_t slot, size_t n, unsigned by) {
     if (hak_unlikely(!p)) return NULL;
-    size_t slot = hak_h_slot(p, "malloc()");
+    if (slot == 0) slot = hak_h_slot(p, "malloc()");
     hak_h_check_reused(p, slot);
-    hak_q_probe();
-    hak_h_seal(p, n, slot, by);
+    hak_h_keys_t k = hak_h_keys();
+    hak_q_probe(k.s1);
+    hak_h_seal(p, n, slot, by, k);
     return p;
 }
 
@@ -312,7 +378,11 @@ void *hak_hardened_malloc(size_t n, unsigned by) {
         void *z = hak_zero_alloc(HAK_MIN_ALIGN);
         if (z) return z;
     }
-    return hak_h_finish(hak_malloc_sampled(n + 8), n, by);
+    /* hak_malloc_sampled, with the slot from the inline pop */
+    size_t slot = 0;
+    void *p = HAK_SAMPLED(n + 8) ? hak_profile_malloc(n + 8, HAK_MIN_ALIGN, false)
+                                 : hak_heap_malloc_slot(hak_tls.heap, n + 8, &slot);
+    return hak_h_finish(p, slot, n, by);
 }
 
 void *hak_hardened_calloc(size_t total) {
@@ -329,41 +399,45 @@ void *hak_hardened_aligned(size_t n, size_t align, bool zero, unsigned by) {
         if (z) return z;
     }
     void *p = HAK_SAMPLED(n + 8) ? hak_profile_malloc(n + 8, align, zero) : hak_aligned_plain(n + 8, align, zero);
-    return hak_h_finish(p, n, by);
+    return hak_h_finish(p, 0, n, by);
 }
 
 void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by_new) {
     if (p == NULL) return;
-    size_t slot = hak_h_slot(p, op);
+    hak_page_t *page = hak_quick_page(p);   /* a carved block of a plain page */
+    size_t slot = hak_likely(page != NULL) ? page->block_size : hak_h_slot(p, op);
     if (slot == 0) {   /* malloc(0)'s, glibc's block, or misuse: reported there */
         if (hak_unlikely(sized && size != 0) && hak_zero_owns(p))
             hak_fatal(op, by_new ? "size does not match the block (sized delete)" : "size does not match the block", p);
         hak_free_inline(p);
         return;
     }
-    hak_h_info_t b = hak_h_read(p, slot, op);
-    hak_h_check_canary(p, b.n, slot, op);
+    hak_h_keys_t k = hak_h_keys();
+    hak_h_info_t b = hak_h_read(p, slot, k.s1, op);
+    hak_h_check_canary(p, b.n, slot, k.c8, op);
     if (hak_unlikely(sized && size != b.n))
         hak_fatal(op, by_new ? "size does not match the block (sized delete)" : "size does not match the block", p);
     if (hak_unlikely(by_new && b.by != HAK_HARDENED_BY_NEW))
         hak_fatal(op, "block not allocated by operator new", p);
     if (slot > HAK_LARGE_MAX) { hak_free_inline(p); return; }   /* huge: unmapped */
-    hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+    /* what lies before the block: its page's or the previous slot's last
+     * word, when the page is plain (not one of aligned blocks) */
+    if (page == NULL) page = hak_page_of(hak_segment_of(p), p);
     if (hak_unlikely(page->start == (uint8_t *)p)) hak_h_check_before(p, page);
-    else if (hak_carved_block(page, (size_t)((uint8_t *)p - page->start))) hak_h_check_prev(p, slot);
+    else if (hak_carved_block(page, (size_t)((uint8_t *)p - page->start))) hak_h_check_prev(p, slot, k.s1);
     /* zero on free: glibc's memset (vector stores; rep stosb for large
      * lengths, which valgrind counts a byte at a time -- the instruction
      * counts of docs/security.md predate it) */
     memset(p, 0, slot - 8);
-    *hak_h_trailer(p, slot) = hak_h_encode(p, HAK_H_FREED);
-    hak_q_put(p, slot);
+    *hak_h_trailer(p, slot) = hak_h_encode(p, HAK_H_FREED, k.s1);
+    hak_q_put(p, slot, k.s1);
 }
 
 size_t hak_hardened_usable(const void *p) {
     if (p == NULL) return 0;
     size_t slot = hak_h_slot(p, "malloc_usable_size()");
     if (slot == 0) return hak_usable_size(p);        /* glibc's block, or misuse */
-    return hak_h_read((void *)p, slot, "malloc_usable_size()").n;
+    return hak_h_read((void *)p, slot, hak_secret(1), "malloc_usable_size()").n;
 }
 
 /* Kept in place when the new size fits the slot and uses at least half of
@@ -375,11 +449,12 @@ void *hak_hardened_realloc(void *p, size_t n) {
     if (slot == 0) {   /* malloc(0)'s, a guarded or a glibc block (moved), or misuse (reported) */
         old = hak_usable_op(p, "realloc()");
     } else {
-        hak_h_info_t b = hak_h_read(p, slot, "realloc()");
-        hak_h_check_canary(p, b.n, slot, "realloc()");
+        hak_h_keys_t k = hak_h_keys();
+        hak_h_info_t b = hak_h_read(p, slot, k.s1, "realloc()");
+        hak_h_check_canary(p, b.n, slot, k.c8, "realloc()");
         old = b.n;
         if (n <= PTRDIFF_MAX && n + 8 <= slot && n + 8 >= slot / 2) {
-            hak_h_seal(p, n, slot, b.by);
+            hak_h_seal(p, n, slot, b.by, k);
             return p;
         }
     }

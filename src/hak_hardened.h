@@ -35,8 +35,10 @@ void   hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool 
 bool   hak_page_key_issued(uint64_t w);
 /* hak_usable_size, naming op in a report (hak_free.c) */
 size_t hak_usable_op(const void *p, const char *op);
-/* make [p, p + size) inaccessible (hak_os.c) */
+/* make [p, p + size) inaccessible, or accessible again, its contents kept
+ * (hak_os.c) */
 bool   hak_os_guard(void *p, size_t size);
+bool   hak_os_unguard(void *p, size_t size);
 
 /* The guard page between a segment's header and its pages (hak_segment.c):
  * the header's bytes [0, HAK_HARDENED_HEADER) are the same for every kind of

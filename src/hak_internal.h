@@ -522,8 +522,10 @@ HAK_INLINE void hak_block_resize(hak_page_t *page, void *block, const void *p, s
 /* ---- the fast paths ---- */
 
 /* malloc from a heap: one table load, one free-list pop (the public heaps'
- * hakmem_heap_malloc uses it too). */
-HAK_INLINE void *hak_heap_malloc_inline(hak_heap_t *heap, size_t size) {
+ * hakmem_heap_malloc uses it too).  *slot: the block's size when the pop
+ * served it, else left alone (for the hardened layer: hak_hardened.c; the
+ * other callers pass a variable they never read, and the store goes). */
+HAK_INLINE void *hak_heap_malloc_slot(hak_heap_t *heap, size_t size, size_t *slot) {
     if (hak_likely(size <= HAK_DIRECT_MAX)) {
         hak_page_t *page = heap->direct[(size + 15) >> 4];
         hak_block_t *b = page->free;
@@ -532,11 +534,16 @@ HAK_INLINE void *hak_heap_malloc_inline(hak_heap_t *heap, size_t size) {
             b->key = 0;
             page->used++;
             if (HAK_STATS_FULL_ENABLED) hak_stat_inc(heap->st_allocs[page->class_idx]);
+            *slot = page->block_size;
             return b;
         }
         return hak_malloc_refill(size, heap, page);
     }
     return hak_malloc_slow(size, heap);
+}
+HAK_INLINE void *hak_heap_malloc_inline(hak_heap_t *heap, size_t size) {
+    size_t unused;
+    return hak_heap_malloc_slot(heap, size, &unused);
 }
 
 /* malloc: one TLS load, then the above. */

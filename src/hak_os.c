@@ -252,6 +252,12 @@ bool hak_os_guard(void *p, size_t size) {
     errno = saved;
     return ok;
 }
+bool hak_os_unguard(void *p, size_t size) {
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+    errno = saved;
+    return ok;
+}
 
 /* MADV_FREE: the kernel takes the pages only under memory pressure, and a
  * page written again before that costs no fault; RSS stays until then.

@@ -28,6 +28,10 @@ expect write_after_free_reuse      write_after_free_reuse      $ABRT \
     "^hakmem: malloc\(\): write after free detected in the block it would return $P"
 expect write_after_free_quarantine write_after_free_quarantine $ABRT \
     "^hakmem: (free|malloc)\(\): write after free detected in the freed block $P"
+expect write_after_free_far        write_after_free_far        $ABRT \
+    "^hakmem: (free|malloc)\(\): write after free detected in the freed block $P"
+expect huge_use_after_free huge_use_after_free $SEGV ""
+expect huge_guard_reused huge_guard_reused $SEGV ""
 expect double_free       double_free       $ABRT "^hakmem: free\(\): pointer already freed $P"
 expect delete_malloc     delete_malloc     $ABRT "^hakmem: operator delete\(\): block not allocated by operator new $P"
 expect sized_delete      sized_delete      $ABRT "^hakmem: operator delete\(\): size does not match the block \(sized delete\) $P"

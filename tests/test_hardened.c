@@ -74,6 +74,23 @@ static int misuse(const char *c) {
         free(p);
         p[40] = 'x';
         for (int i = 0; i < 100000; i++) free(malloc(64));
+    } else if (!strcmp(c, "write_after_free_far")) {
+        /* past the probe's and the reuse check's first bytes: reported when
+         * the block leaves the quarantine, which checks all of it */
+        char *p = malloc(1000); sink = p;
+        free(p);
+        p[900] = 'x';
+        for (int i = 0; i < 100000; i++) free(malloc(1000));
+    } else if (!strcmp(c, "huge_use_after_free")) {  /* cached, but out of reach */
+        char *p = malloc((size_t)3 << 20); sink = p;
+        free(p);
+        p[100] = 'x';
+    } else if (!strcmp(c, "huge_guard_reused")) {  /* a reused mapping keeps its guards */
+        size_t n = (size_t)3 << 20;
+        char *p = malloc(n + 100000); sink = p;
+        free(p);
+        p = malloc(n); sink = p;
+        p[n + 16] = 'x';
     } else if (!strcmp(c, "double_free")) {
         char *p = malloc(40); sink = p;
         free(p); free(p);
@@ -149,6 +166,29 @@ static void test_quarantine_delays_reuse(void) {
         CHECKF(q[i] != p, "the freed block came back at malloc %d", i);
     }
     for (int i = 0; i < 100; i++) free(q[i]);
+}
+
+/* A freed huge mapping is cached (all but its header inaccessible) and
+ * comes back for a later huge block: zeroed, every byte writable, whatever
+ * the new block's size and place in it (one cached mapping split in two). */
+static void test_huge_reuse(void) {
+    static const size_t sz[] = { (size_t)3 << 20, (size_t)5 << 19, (size_t)3 << 20, (size_t)7 << 20,
+                                 (size_t)3 << 20, (size_t)3 << 20, (size_t)9 << 19 };
+    void *keep = malloc((size_t)3 << 20);       /* a huge block in use: the cache keeps what is freed */
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+            size_t n = sz[i];
+            unsigned char *p = malloc(n);
+            CHECKF(p != NULL, "malloc(%zu)", n);
+            if (!p) continue;
+            size_t bad = 0;
+            for (size_t j = 0; j < n; j += 64) bad += p[j] != 0 || p[j + 63 < n ? j + 63 : n - 1] != 0;
+            CHECKF(bad == 0, "a huge block of %zu bytes (round %d) shows %zu non-zero lines", n, round, bad);
+            memset(p, 0xab, n);
+            CHECK(malloc_usable_size(p) == n);
+            free(p);
+        }
+    free(keep);
 }
 
 static void test_realloc_growth(void) {
@@ -284,6 +324,7 @@ int main(int argc, char **argv) {
     RUN_TEST(usable_zero_byte);
     RUN_TEST(quarantine_delays_reuse);
     RUN_TEST(fresh_order_random);
+    RUN_TEST(huge_reuse);
     RUN_TEST(realloc_growth);
     RUN_TEST(calloc_zeroed);
     RUN_TEST(aligned);

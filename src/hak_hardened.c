@@ -20,8 +20,9 @@
  * free lists.  malloc probes one random quarantined block.
  *
  * Huge blocks (above HAK_LARGE_MAX) skip the quarantine and the zeroing:
- * the hardened build unmaps them at free (hak_huge.c: no huge cache), and a
- * new one is a fresh mapping between guard pages. */
+ * at free their mapping becomes inaccessible past its header and goes to
+ * the huge cache, and a huge block that takes it back is zeroed there
+ * (hak_huge.c, hak_huge_guarded). */
 #include "hak_hardened.h"
 #include <pthread.h>
 
@@ -43,31 +44,63 @@ HAK_INLINE hak_h_keys_t hak_h_keys(void) {
     return (hak_h_keys_t){ hak_secret(1), ((uint8_t)(hak_secret(0) >> 24) | 0x80) * 0x0101010101010101u };
 }
 
+/* The word a trailer is xored with: the address and the secret mixed,
+ * bits 8 to 62 of it, and the high bit.  A value v < 2^55 shifted by 8
+ * keeps the low byte 0 and the high bit 1. */
 HAK_INLINE uint64_t hak_h_mask(const void *p, uint64_t s1) {
-    return (((uintptr_t)p ^ s1) * 0x9fb21c651e98df25u) >> 5;
+    return ((((uintptr_t)p ^ s1) * 0x9fb21c651e98df25u) & (HAK_H_V_MASK << 8)) | HAK_H_HIGH;
 }
 HAK_INLINE uint64_t hak_h_encode(const void *p, uint64_t v, uint64_t s1) {
-    return (((v ^ hak_h_mask(p, s1)) & HAK_H_V_MASK) << 8) | HAK_H_HIGH;   /* low byte 0 */
+    return (v << 8) ^ hak_h_mask(p, s1);
 }
 static inline uint64_t *hak_h_trailer(void *p, size_t slot) { return (uint64_t *)((uint8_t *)p + slot - 8); }
 /* (words are read and written little-endian: the low byte of a word comes
  * first in memory, as on every architecture hak_arch.h supports) */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the canary's and trailer's first bytes are words' low bytes");
 
+/* Are the len bytes at b (len >= 8, any alignment) all the byte of want8?
+ * 64 bytes a step in 16-byte vectors (SSE2, NEON), then 16, then the last
+ * 16 overlapping (or, below 16 bytes, two words overlapping). */
+typedef uint64_t hak_v2_t __attribute__((vector_size(16), may_alias, aligned(1)));
+HAK_INLINE bool hak_h_same(const uint8_t *b, size_t len, uint64_t want8) {
+    const uint8_t *e = b + len;
+    uint64_t w0, w1;
+    if (len < 16) {
+        memcpy(&w0, b, 8);
+        memcpy(&w1, e - 8, 8);
+        return ((w0 ^ want8) | (w1 ^ want8)) == 0;
+    }
+    hak_v2_t want = { want8, want8 }, acc = { 0, 0 };
+    for (; b + 64 <= e; b += 64) {
+        const hak_v2_t *v = (const hak_v2_t *)b;
+        acc |= (v[0] ^ want) | (v[1] ^ want) | (v[2] ^ want) | (v[3] ^ want);
+    }
+    for (; b + 16 <= e; b += 16) acc |= *(const hak_v2_t *)b ^ want;
+    if (b < e) acc |= *(const hak_v2_t *)(e - 16) ^ want;
+    return (acc[0] | acc[1]) == 0;
+}
+/* Fill len bytes at b (len >= 16) with the byte of want8, as hak_h_same reads them. */
+HAK_INLINE void hak_h_fill(uint8_t *b, size_t len, uint64_t want8) {
+    hak_v2_t want = { want8, want8 };
+    uint8_t *e = b + len;
+    for (; b + 16 <= e; b += 16) *(hak_v2_t *)b = want;
+    if (b < e) *(hak_v2_t *)(e - 16) = want;
+}
+
 /* Seal a block of n bytes in a slot of slot bytes: canary and trailer.  A
- * canary of up to 64 bytes is written a word at a time (the last word
+ * canary of up to 128 bytes is written 16 bytes at a time (the last ones
  * overlapping), a longer one with memset. */
 HAK_INLINE void hak_h_seal(void *p, size_t n, size_t slot, unsigned by, hak_h_keys_t k) {
     uint8_t *c = (uint8_t *)p + n;
     size_t len = slot - 8 - n;
     uint64_t want8 = k.c8;
-    if (len >= 8) {
-        if (len > 64) {
-            memset(c, (uint8_t)want8, len);
-        } else {
-            for (size_t i = 0; i + 8 <= len; i += 8) memcpy(c + i, &want8, 8);
-            memcpy(c + len - 8, &want8, 8);
-        }
+    if (len >= 16) {
+        if (len > 128) memset(c, (uint8_t)want8, len);
+        else hak_h_fill(c, len, want8);
+        c[0] = 0;
+    } else if (len >= 8) {
+        memcpy(c, &want8, 8);
+        memcpy(c + len - 8, &want8, 8);
         c[0] = 0;
     } else if (len > 0) {
         c[0] = 0;
@@ -86,39 +119,17 @@ static HAK_COLD void hak_h_bad_trailer(const void *p, uint64_t t, const char *op
 /* Decode trailer t of the block p in a slot of slot bytes: false if it is
  * not a live block's. */
 HAK_INLINE bool hak_h_decode(const void *p, size_t slot, uint64_t t, uint64_t s1, hak_h_info_t *out) {
-    uint64_t v = ((t >> 8) ^ hak_h_mask(p, s1)) & HAK_H_V_MASK;
+    uint64_t v = (t ^ hak_h_mask(p, s1)) >> 8;
     out->n = (size_t)(v & (((uint64_t)1 << HAK_H_N_BITS) - 1));
     out->by = (unsigned)(v >> HAK_H_N_BITS) & 1u;
-    return (t & 0xff) == 0 && (t & HAK_H_HIGH) && (v >> (HAK_H_N_BITS + 1)) == 0 && out->n <= slot - 8;
+    /* (v's bit 55 is 0 when t's high bit is set) */
+    return (t & 0xff) == 0 && (v >> (HAK_H_N_BITS + 1)) == 0 && out->n <= slot - 8;
 }
 HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, uint64_t s1, const char *op) {
     uint64_t t = *hak_h_trailer(p, slot);
     hak_h_info_t b;
     if (hak_unlikely(!hak_h_decode(p, slot, t, s1, &b))) hak_h_bad_trailer(p, t, op);
     return b;
-}
-
-/* Are the len bytes at b (len >= 8, any alignment) all the byte of want8?
- * 64 bytes a step in 16-byte vectors (SSE2, NEON), then words, then the
- * last word, overlapping. */
-typedef uint64_t hak_v2_t __attribute__((vector_size(16), may_alias, aligned(1)));
-HAK_INLINE bool hak_h_same(const uint8_t *b, size_t len, uint64_t want8) {
-    const uint8_t *e = b + len;
-    hak_v2_t want = { want8, want8 }, acc = { 0, 0 };
-    for (; b + 64 <= e; b += 64) {
-        const hak_v2_t *v = (const hak_v2_t *)b;
-        acc |= (v[0] ^ want) | (v[1] ^ want) | (v[2] ^ want) | (v[3] ^ want);
-    }
-    uint64_t bad = acc[0] | acc[1], w;
-    for (; b + 8 <= e; b += 8) {
-        memcpy(&w, b, 8);
-        bad |= w ^ want8;
-    }
-    if (b < e) {
-        memcpy(&w, e - 8, 8);
-        bad |= w ^ want8;
-    }
-    return bad == 0;
 }
 
 /* The canary after n bytes: intact, or fatal. */
@@ -172,8 +183,13 @@ static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end) {
         }
 }
 HAK_INLINE void hak_h_check_reused(void *p, size_t slot) {
-    size_t end = slot < 64 ? slot : 64;
-    if (end > 16 && hak_unlikely(!hak_h_zero(p, 16, end))) hak_h_check_reused_slow(p, end);
+    if (slot <= 16) return;
+    size_t end = slot < 64 ? slot : 64;         /* 32, 48 or 64 */
+    const hak_v2_t *v = (const hak_v2_t *)p;
+    hak_v2_t acc = v[1];
+    if (end == 64) acc |= v[2] | v[3];
+    else if (end == 48) acc |= v[2];
+    if (hak_unlikely((acc[0] | acc[1]) != 0)) hak_h_check_reused_slow(p, end);
 }
 
 /* An underflow of any other block reaches the previous slot's last word:
@@ -336,16 +352,14 @@ static void hak_q_put(void *p, size_t slot, uint64_t s1) {
 }
 
 /* malloc's probe: one quarantined block, at random, its first 16 bytes
- * (where a dangling pointer's fields are) and its freed mark */
-HAK_INLINE void hak_q_probe(uint64_t s1) {
+ * (where a dangling pointer's fields are; a 16-byte slot's second word is
+ * its freed mark) */
+HAK_INLINE void hak_q_probe(void) {
     hak_quarantine_t *q = hak_q;
     if (q && q->count) {
         unsigned i = hak_q_random(q);
         uint64_t *w = q->e[i].p;
-        size_t slot = q->e[i].slot;
-        if (hak_unlikely((w[0] | (slot > 16 ? w[1] : 0)) != 0 ||
-                         *hak_h_trailer(w, slot) != hak_h_encode(w, HAK_H_FREED, s1)))
-            hak_q_written(w);
+        if (hak_unlikely((w[0] | (q->e[i].slot > 16 ? w[1] : 0)) != 0)) hak_q_written(w);
     }
 }
 
@@ -367,7 +381,7 @@ HAK_INLINE void *hak_h_finish(void *p, size_t slot, size_t n, unsigned by) {
     if (slot == 0) slot = hak_h_slot(p, "malloc()");
     hak_h_check_reused(p, slot);
     hak_h_keys_t k = hak_h_keys();
-    hak_q_probe(k.s1);
+    hak_q_probe();
     hak_h_seal(p, n, slot, by, k);
     return p;
 }

@@ -21,6 +21,7 @@
  * waits on a free list for the next hakmem_heap_new, tag and all (heaps are
  * never unmapped: remote freers may hold a pointer to one). */
 #include "hak_internal.h"
+#include "hak_hardened.h"   /* HAK_HARDENED_ENABLED: huge blocks move by copy */
 #include <pthread.h>
 
 #define HAK_PUB_LIVE 0x6c697665u   /* "live" */
@@ -275,7 +276,9 @@ HAK_EXPORT void *hakmem_heap_realloc(hakmem_heap_t *hh, void *p, size_t size) {
             if (!huge) hak_block_resize(page, block, p, size);
             return p;
         }
-        if (huge && seg->heap == h && size > HAK_LARGE_MAX) {   /* pages move, it stays h's */
+        /* pages move, it stays h's (not in the hardened build: its huge
+         * mappings have guards, and cached ones are inaccessible) */
+        if (huge && seg->heap == h && size > HAK_LARGE_MAX && !HAK_HARDENED_ENABLED) {
             void *q = hak_huge_realloc(seg, p, size);
             if (q || size > ((size_t)1 << 46)) return q;
         }

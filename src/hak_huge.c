@@ -17,6 +17,8 @@
 #include "hak_hardened.h"
 
 static size_t hak_huge_header(void) { return sizeof(hak_segment_t) + sizeof(hak_page_t); }
+/* the header's OS pages: what stays accessible of a hardened mapping */
+static size_t hak_huge_header_pages(void) { return hak_round_up(hak_huge_header(), hak_os_page_size()); }
 static size_t hak_units(size_t size) { return (size + HAK_SEGMENT_SIZE - 1) >> HAK_SEGMENT_SHIFT; }
 
 /* Mark (or clear) the 4 MiB units [from, to) of a huge mapping in the
@@ -259,7 +261,7 @@ static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size
 static void *hak_huge_guarded(size_t size, size_t align) {
     if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
     size_t ps = hak_os_page_size();
-    size_t hdr = hak_round_up(hak_huge_header(), ps), base = hdr + ps;
+    size_t hdr = hak_huge_header_pages(), base = hdr + ps;
     if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
     size_t n = size ? size : 1, offset, end;
     if (align <= ps) {
@@ -297,8 +299,8 @@ void hak_huge_free(hak_segment_t *seg) {
     hak_cache_huge_live(-(int64_t)size);
     hak_huge_header_init(seg, size);             /* its page is no longer in use */
     /* (hardened: all but the header inaccessible while cached) */
-    if ((!HAK_HARDENED_ENABLED || hak_os_guard((uint8_t *)seg + hak_round_up(hak_huge_header(), hak_os_page_size()),
-                                               size - hak_round_up(hak_huge_header(), hak_os_page_size()))) &&
+    size_t hdr = hak_huge_header_pages();
+    if ((!HAK_HARDENED_ENABLED || hak_os_guard((uint8_t *)seg + hdr, size - hdr)) &&
         hak_cache_huge_put(seg, size, size, true)) {
         hak_purger_kick();
         return;

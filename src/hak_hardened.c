@@ -87,24 +87,34 @@ HAK_INLINE void hak_h_fill(uint8_t *b, size_t len, uint64_t want8) {
     if (b < e) *(hak_v2_t *)(e - 16) = want;
 }
 
+/* The bytes of a canary of len bytes (1 to 8) in the word that ends where
+ * it ends (the trailer's start): its len high bytes.  (A block is at least
+ * 8 bytes before its trailer, so that word starts inside the slot.) */
+HAK_INLINE uint64_t hak_h_tail_mask(size_t len) { return ~(uint64_t)0 << (8 * (8 - len)); }
+
 /* Seal a block of n bytes in a slot of slot bytes: canary and trailer.  A
- * canary of up to 128 bytes is written 16 bytes at a time (the last ones
- * overlapping), a longer one with memset. */
+ * canary of up to 24 bytes takes one to three word stores (up to 8: merged
+ * into the word before the trailer), one of up to 128 bytes 16-byte
+ * stores, a longer one memset. */
 HAK_INLINE void hak_h_seal(void *p, size_t n, size_t slot, unsigned by, hak_h_keys_t k) {
     uint8_t *c = (uint8_t *)p + n;
     size_t len = slot - 8 - n;
-    uint64_t want8 = k.c8;
-    if (len >= 16) {
+    uint64_t want8 = k.c8, first = want8 & ~(uint64_t)0xff, w;
+    if (len <= 8) {                             /* the word before the trailer, merged */
+        if (len > 0) {
+            uint64_t m = hak_h_tail_mask(len);
+            memcpy(&w, c + len - 8, 8);
+            w = (w & ~m) | (want8 & (m << 8));
+            memcpy(c + len - 8, &w, 8);
+        }
+    } else if (len <= 24) {                     /* two or three words, overlapping */
+        memcpy(c, &first, 8);
+        if (len > 16) memcpy(c + 8, &want8, 8);
+        memcpy(c + len - 8, &want8, 8);
+    } else {
         if (len > 128) memset(c, (uint8_t)want8, len);
         else hak_h_fill(c, len, want8);
         c[0] = 0;
-    } else if (len >= 8) {
-        memcpy(c, &want8, 8);
-        memcpy(c + len - 8, &want8, 8);
-        c[0] = 0;
-    } else if (len > 0) {
-        c[0] = 0;
-        for (size_t i = 1; i < len; i++) c[i] = (uint8_t)want8;
     }
     *hak_h_trailer(p, slot) = hak_h_encode(p, (uint64_t)n | ((uint64_t)by << HAK_H_N_BITS), k.s1);
 }
@@ -136,18 +146,26 @@ HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, uint64_t s1, const char
 HAK_INLINE void hak_h_check_canary(const void *p, size_t n, size_t slot, uint64_t want8, const char *op) {
     const uint8_t *c = (const uint8_t *)p + n;
     size_t len = slot - 8 - n;
-    uint64_t bad = 0, w;
-    if (len >= 8) {
+    uint64_t bad = 0, w, first = want8 & ~(uint64_t)0xff;   /* the first word: its low byte is the 0 */
+    if (len <= 8) {                             /* as hak_h_seal writes them */
+        if (len > 0) {
+            uint64_t m = hak_h_tail_mask(len);
+            memcpy(&w, c + len - 8, 8);
+            bad = (w ^ (want8 & (m << 8))) & m;
+        }
+    } else if (len <= 24) {
         memcpy(&w, c, 8);
-        bad = (w ^ want8) & ~(uint64_t)0xff;     /* the first word: its low byte is the 0 */
-        bad |= c[0];
-        /* the rest: from c + 8, or with fewer than 8 bytes left, the last
-         * word (it starts past c[0]) */
-        if (len > 8 && !(len >= 16 ? hak_h_same(c + 8, len - 8, want8) : hak_h_same(c + len - 8, 8, want8)))
-            bad = 1;
-    } else if (len > 0) {
-        bad = c[0];
-        for (size_t i = 1; i < len; i++) bad |= (uint8_t)(c[i] ^ (uint8_t)want8);
+        bad = w ^ first;
+        memcpy(&w, c + len - 8, 8);
+        bad |= w ^ want8;
+        if (len > 16) {
+            memcpy(&w, c + 8, 8);
+            bad |= w ^ want8;
+        }
+    } else {
+        memcpy(&w, c, 8);
+        bad = w ^ first;
+        if (!hak_h_same(c + 8, len - 8, want8)) bad = 1;
     }
     if (hak_unlikely(bad != 0))
         hak_fatal(op, "heap overflow detected (the canary after the block was overwritten) in block", p);
@@ -233,7 +251,7 @@ static HAK_NOINLINE void hak_h_check_before(void *p, hak_page_t *page) {
 
 typedef struct hak_quarantine_s {
     struct hak_quarantine_s *next;            /* on the list of spare rings */
-    uint64_t rng;
+    uint64_t rng, probe;
     size_t bytes;
     unsigned count;
     struct { void *p; size_t slot; } e[HAK_Q_SLOTS];
@@ -351,15 +369,15 @@ static void hak_q_put(void *p, size_t slot, uint64_t s1) {
     q->bytes += slot;
 }
 
-/* malloc's probe: one quarantined block, at random, its first 16 bytes
- * (where a dangling pointer's fields are; a 16-byte slot's second word is
- * its freed mark) */
+/* malloc's probe: one quarantined block, its first word (where a dangling
+ * pointer's first field is) */
 HAK_INLINE void hak_q_probe(void) {
     hak_quarantine_t *q = hak_q;
     if (q && q->count) {
-        unsigned i = hak_q_random(q);
-        uint64_t *w = q->e[i].p;
-        if (hak_unlikely((w[0] | (q->e[i].slot > 16 ? w[1] : 0)) != 0)) hak_q_written(w);
+        q->probe += 0x9e3779b97f4a7c15u;        /* a Weyl sequence: which block, not when, is what matters */
+        unsigned i = (unsigned)(((q->probe >> 32) * q->count) >> 32);
+        const uint64_t *w = q->e[i].p;
+        if (hak_unlikely(w[0] != 0)) hak_q_written(q->e[i].p);
     }
 }
 

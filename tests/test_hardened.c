@@ -37,6 +37,18 @@ static int misuse(const char *c) {
         char *p = malloc(13); sink = p;
         p[13] = 'x';
         free(p);
+    } else if (!strcmp(c, "overflow_canary_short")) {   /* a canary of 4 bytes, its last one */
+        char *p = malloc(20); sink = p;
+        p[23] = 'x';
+        free(p);
+    } else if (!strcmp(c, "overflow_canary_byte")) {    /* a canary of 1 byte: the 0 */
+        char *p = malloc(23); sink = p;
+        p[23] = 'x';
+        free(p);
+    } else if (!strcmp(c, "overflow_canary_long")) {    /* the middle of a canary of 48 bytes */
+        char *p = malloc(520); sink = p;                 /* (a slot of 576) */
+        p[550] = 'x';
+        free(p);
     } else if (!strcmp(c, "overflow_trailer")) {  /* no canary bytes: into the size word */
         char *p = malloc(24); sink = p;
         p[24] = 'x';
@@ -138,6 +150,27 @@ static void test_usable_zero_byte(void) {
         /* (a block of size 0 has no byte to read: it faults, hak_zero.c) */
         if (n) CHECKF(strlen(p) == n, "strlen %zu for a block of %zu", strlen(p), n);
         free(p);
+    }
+}
+
+/* every size up to 600 bytes (canaries of every length): all of the block
+ * written, its usable size, the 0 after it, realloc in place and freed with
+ * no report; the bytes around a block are the neighbours' own */
+static void test_canary_every_length(void) {
+    static unsigned char *v[601];
+    for (size_t n = 1; n <= 600; n++) {
+        v[n] = malloc(n);
+        CHECKF(v[n] != NULL, "malloc(%zu)", n);
+        memset(v[n], (int)(n & 0x7f) | 1, n);
+        CHECKF(malloc_usable_size(v[n]) == n, "usable %zu for %zu", malloc_usable_size(v[n]), n);
+        CHECKF(strnlen((char *)v[n], n + 1) == n, "no 0 after a block of %zu", n);
+    }
+    for (size_t n = 1; n <= 600; n++) {
+        size_t bad = 0;
+        for (size_t j = 0; j < n; j++) bad += v[n][j] != ((n & 0x7f) | 1);
+        CHECKF(bad == 0, "a block of %zu bytes changed in %zu bytes", n, bad);
+        if (n % 3 == 0) v[n] = realloc(v[n], n - n / 4);   /* kept in place, sealed again */
+        free(v[n]);
     }
 }
 
@@ -324,6 +357,7 @@ int main(int argc, char **argv) {
     RUN_TEST(usable_zero_byte);
     RUN_TEST(quarantine_delays_reuse);
     RUN_TEST(fresh_order_random);
+    RUN_TEST(canary_every_length);
     RUN_TEST(huge_reuse);
     RUN_TEST(realloc_growth);
     RUN_TEST(calloc_zeroed);

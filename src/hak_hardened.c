@@ -30,7 +30,6 @@
 
 #define HAK_H_N_BITS 47                        /* n < 2^47 */
 #define HAK_H_V_MASK (((uint64_t)1 << 55) - 1)
-#define HAK_H_FREED ((uint64_t)0x3f << 49)      /* never a live trailer's value */
 /* The trailer's last byte -- the one just before the next slot, which a
  * 1-byte underflow of the next block writes -- always has its high bit set:
  * a NUL or ASCII byte written there never decodes (with a secret byte there
@@ -38,10 +37,26 @@
 #define HAK_H_HIGH ((uint64_t)1 << 63)
 
 /* The secrets an entry point loads once and passes down: s1 for the
- * trailers, c8 the canary byte in each of a word's bytes. */
-typedef struct { uint64_t s1, c8; } hak_h_keys_t;
+ * trailers; c8 the canary byte in each of a word's bytes; freed the mark a
+ * quarantined block's trailer holds -- secret, the high bit set, and the
+ * low byte not 0, so that it never decodes as a live block's trailer
+ * (hak_h_decode).  Derived from the process secrets at the first call. */
+typedef struct { uint64_t s1, c8, freed; } hak_h_keys_t;
+static _Atomic uint64_t hak_h_kv[3];            /* s1, c8 (0 until set), freed */
+static HAK_COLD HAK_NOINLINE hak_h_keys_t hak_h_keys_init(void) {
+    uint64_t s1 = hak_secret(1);
+    hak_h_keys_t k = { s1, ((uint8_t)(hak_secret(0) >> 24) | 0x80) * 0x0101010101010101u,
+                       (s1 * 0xd1342543de82ef95u) | HAK_H_HIGH | 0x5a };
+    atomic_store_explicit(&hak_h_kv[0], k.s1, memory_order_relaxed);
+    atomic_store_explicit(&hak_h_kv[2], k.freed, memory_order_relaxed);
+    atomic_store_explicit(&hak_h_kv[1], k.c8, memory_order_release);
+    return k;
+}
 HAK_INLINE hak_h_keys_t hak_h_keys(void) {
-    return (hak_h_keys_t){ hak_secret(1), ((uint8_t)(hak_secret(0) >> 24) | 0x80) * 0x0101010101010101u };
+    uint64_t c8 = atomic_load_explicit(&hak_h_kv[1], memory_order_acquire);
+    if (hak_unlikely(c8 == 0)) return hak_h_keys_init();
+    return (hak_h_keys_t){ atomic_load_explicit(&hak_h_kv[0], memory_order_relaxed), c8,
+                           atomic_load_explicit(&hak_h_kv[2], memory_order_relaxed) };
 }
 
 /* The word a trailer is xored with: the address and the secret mixed,
@@ -123,7 +138,7 @@ HAK_INLINE void hak_h_seal(void *p, size_t n, size_t slot, unsigned by, hak_h_ke
  * intact (fatal otherwise: a freed block, or an overflow). */
 typedef struct { size_t n; unsigned by; } hak_h_info_t;
 static HAK_COLD void hak_h_bad_trailer(const void *p, uint64_t t, const char *op) {
-    if (t == hak_h_encode(p, HAK_H_FREED, hak_secret(1))) hak_fatal(op, "pointer already freed", p);
+    if (t == hak_h_keys().freed) hak_fatal(op, "pointer already freed", p);
     hak_fatal(op, "heap overflow detected (the size word after the block was overwritten) in block", p);
 }
 /* Decode trailer t of the block p in a slot of slot bytes: false if it is
@@ -215,11 +230,11 @@ HAK_INLINE void hak_h_check_reused(void *p, size_t slot) {
  * free or fresh slot, zero past its free-list words), or the key word of a
  * free 16-byte slot.  Checked at free, so that an underflow is caught
  * whether or not the previous slot is ever freed or handed out. */
-HAK_INLINE void hak_h_check_prev(void *p, size_t slot, uint64_t s1) {
+HAK_INLINE void hak_h_check_prev(void *p, size_t slot, hak_h_keys_t k) {
     const uint8_t *prev = (const uint8_t *)p - slot;
     uint64_t t = ((const uint64_t *)p)[-1];
     hak_h_info_t b;
-    if (hak_unlikely(t != 0 && !hak_h_decode(prev, slot, t, s1, &b) && t != hak_h_encode(prev, HAK_H_FREED, s1) &&
+    if (hak_unlikely(t != 0 && t != k.freed && !hak_h_decode(prev, slot, t, k.s1, &b) &&
                      !hak_page_key_issued(t)))
         hak_fatal("free()", "heap underflow detected (the size word before the block was overwritten) in block", p);
 }
@@ -278,8 +293,8 @@ static inline unsigned hak_q_random(hak_quarantine_t *q) {
 static HAK_COLD HAK_NOINLINE void hak_q_written(void *p) {
     hak_fatal("free()", "write after free detected in the freed block", p);
 }
-HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t s1) {
-    if (hak_unlikely(!hak_h_zero(p, 0, slot - 8) || *hak_h_trailer(p, slot) != hak_h_encode(p, HAK_H_FREED, s1)))
+HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t freed) {
+    if (hak_unlikely(!hak_h_zero(p, 0, slot - 8) || *hak_h_trailer(p, slot) != freed))
         hak_q_written(p);
 }
 
@@ -291,8 +306,8 @@ HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t s1) {
  * never reads memory the program has not touched yet (a read maps the
  * kernel's zero page, and the program's first write then costs a second
  * fault and a TLB shootdown). */
-HAK_INLINE void hak_q_release(void *p, size_t slot, uint64_t s1) {
-    hak_q_check(p, slot, s1);
+HAK_INLINE void hak_q_release(void *p, size_t slot, uint64_t freed) {
+    hak_q_check(p, slot, freed);
     *hak_h_trailer(p, slot) = 0;
     hak_free_inline(p);
 }
@@ -301,7 +316,7 @@ HAK_INLINE void hak_q_evict(hak_quarantine_t *q, unsigned i) {
     size_t slot = q->e[i].slot;
     q->e[i] = q->e[--q->count];
     q->bytes -= slot;
-    hak_q_release(p, slot, hak_secret(1));
+    hak_q_release(p, slot, hak_h_keys().freed);
 }
 
 static void hak_q_lock_take(void) {
@@ -343,7 +358,7 @@ static HAK_NOINLINE hak_quarantine_t *hak_q_make(void) {
 
 /* Put a zeroed, marked block into the quarantine; without one (a thread
  * past its exit handler, no memory) it goes back at once. */
-static void hak_q_put(void *p, size_t slot, uint64_t s1) {
+static void hak_q_put(void *p, size_t slot, uint64_t freed) {
     hak_quarantine_t *q = hak_q;
     if (!q && (hak_tls_exiting || !(q = hak_q_make()))) {
         *hak_h_trailer(p, slot) = 0;
@@ -358,7 +373,7 @@ static void hak_q_put(void *p, size_t slot, uint64_t s1) {
         void *old = q->e[i].p;
         size_t old_slot = q->e[i].slot;
         q->bytes -= old_slot;
-        hak_q_release(old, old_slot, s1);
+        hak_q_release(old, old_slot, freed);
         if (q->bytes + slot <= HAK_Q_BYTES) break;
         q->e[i] = q->e[--q->count];
         i = q->count;
@@ -451,18 +466,19 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
         hak_fatal(op, by_new ? "size does not match the block (sized delete)" : "size does not match the block", p);
     if (hak_unlikely(by_new && b.by != HAK_HARDENED_BY_NEW))
         hak_fatal(op, "block not allocated by operator new", p);
-    if (slot > HAK_LARGE_MAX) { hak_free_inline(p); return; }   /* huge: unmapped */
+    if (slot > HAK_LARGE_MAX) { hak_free_inline(p); return; }   /* huge: cached inaccessible (hak_huge_free) */
     /* what lies before the block: its page's or the previous slot's last
-     * word, when the page is plain (not one of aligned blocks) */
-    if (page == NULL) page = hak_page_of(hak_segment_of(p), p);
+     * word, when the page is plain (not one of aligned blocks: the quick
+     * page says so, or the carved-block test) */
+    bool plain = page != NULL;
+    if (!plain) page = hak_page_of(hak_segment_of(p), p);
     if (hak_unlikely(page->start == (uint8_t *)p)) hak_h_check_before(p, page);
-    else if (hak_carved_block(page, (size_t)((uint8_t *)p - page->start))) hak_h_check_prev(p, slot, k.s1);
-    /* zero on free: glibc's memset (vector stores; rep stosb for large
-     * lengths, which valgrind counts a byte at a time -- the instruction
-     * counts of docs/security.md predate it) */
+    else if (plain || hak_carved_block(page, (size_t)((uint8_t *)p - page->start))) hak_h_check_prev(p, slot, k);
+    /* zero on free: glibc's memset (rep stosb for large lengths, which
+     * valgrind counts a byte at a time) */
     memset(p, 0, slot - 8);
-    *hak_h_trailer(p, slot) = hak_h_encode(p, HAK_H_FREED, k.s1);
-    hak_q_put(p, slot, k.s1);
+    *hak_h_trailer(p, slot) = k.freed;
+    hak_q_put(p, slot, k.freed);
 }
 
 size_t hak_hardened_usable(const void *p) {

@@ -17,7 +17,9 @@
  * the trailer and puts the block into the thread's quarantine.  A block
  * leaves the quarantine at random when it is full, after a check that it is
  * still zero whole (a write after free), and only then goes back to the
- * free lists.  malloc probes one random quarantined block.
+ * free lists.  malloc checks the first line of a block it hands out again
+ * (a write after it left the quarantine) and probes the first word of one
+ * quarantined block.
  *
  * Huge blocks (above HAK_LARGE_MAX) skip the quarantine and the zeroing:
  * at free their mapping becomes inaccessible past its header and goes to
@@ -288,8 +290,7 @@ static inline unsigned hak_q_random(hak_quarantine_t *q) {
     return (unsigned)(((x >> 32) * q->count) >> 32);
 }
 
-/* A quarantined block must still be zero, with its freed mark (bytes
- * checked: at most limit). */
+/* A quarantined block must still be zero, with its freed mark. */
 static HAK_COLD HAK_NOINLINE void hak_q_written(void *p) {
     hak_fatal("free()", "write after free detected in the freed block", p);
 }

@@ -224,6 +224,36 @@ static void test_huge_reuse(void) {
     free(keep);
 }
 
+/* A public heap's huge block grown and shrunk by hakmem_heap_realloc: the
+ * hardened build moves it by copying (growing its mapping in place ran the
+ * block into its own guard pages: SIGSEGV on the first write there) */
+static void test_heap_huge_realloc(void) {
+    void *(*heap_new)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "hakmem_heap_new");
+    void *(*heap_malloc)(void *, size_t) = (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_heap_malloc");
+    void *(*heap_realloc)(void *, void *, size_t) =
+        (void *(*)(void *, void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_heap_realloc");
+    CHECK(heap_new && heap_malloc && heap_realloc);
+    if (!heap_new || !heap_malloc || !heap_realloc) return;
+    void *h = heap_new();
+    size_t n = (size_t)3 << 20;
+    unsigned char *p = heap_malloc(h, n);
+    CHECK(p != NULL);
+    if (!p) return;
+    memset(p, 1, n);
+    static const size_t to[] = { (size_t)4 << 20, (size_t)9 << 20, (size_t)5 << 20, (size_t)13 << 20 };
+    for (size_t i = 0; i < sizeof to / sizeof to[0]; i++) {
+        unsigned char *q = heap_realloc(h, p, to[i]);
+        CHECKF(q != NULL, "hakmem_heap_realloc to %zu", to[i]);
+        if (!q) return;
+        size_t kept = n < to[i] ? n : to[i], bad = 0;
+        for (size_t j = 0; j < kept; j += 4096) bad += q[j] != (unsigned char)(i + 1);
+        CHECKF(bad == 0, "%zu pages lost their bytes at %zu", bad, to[i]);
+        memset(q, (int)(i + 2), to[i]);
+        p = q;
+        n = to[i];
+    }
+}
+
 static void test_realloc_growth(void) {
     size_t n = 1;
     unsigned char *p = malloc(n);
@@ -359,6 +389,7 @@ int main(int argc, char **argv) {
     RUN_TEST(fresh_order_random);
     RUN_TEST(canary_every_length);
     RUN_TEST(huge_reuse);
+    RUN_TEST(heap_huge_realloc);
     RUN_TEST(realloc_growth);
     RUN_TEST(calloc_zeroed);
     RUN_TEST(aligned);

@@ -299,14 +299,14 @@ HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t freed) {
         hak_q_written(p);
 }
 
-/* Entry i leaves: checked whole (the free zeroed it: any byte not zero is
+/* A block leaves: checked whole (the free zeroed it: any byte not zero is
  * a write after free), its mark cleared, really freed.  The check is here,
  * where the block leaves the quarantine for the free lists, and not when
  * malloc hands it out again: the quarantine holds at most HAK_Q_BYTES, so
- * the block is still in the caches, and malloc never reads a block, so it
- * never reads memory the program has not touched yet (a read maps the
- * kernel's zero page, and the program's first write then costs a second
- * fault and a TLB shootdown). */
+ * the block is still in the caches, and malloc reads only a block's first
+ * line, which its pop read already (hak_h_check_reused) -- never memory the
+ * program has not touched yet (a read maps the kernel's zero page, and the
+ * program's first write then costs a second fault and a TLB shootdown). */
 HAK_INLINE void hak_q_release(void *p, size_t slot, uint64_t freed) {
     hak_q_check(p, slot, freed);
     *hak_h_trailer(p, slot) = 0;
@@ -362,8 +362,7 @@ static HAK_NOINLINE hak_quarantine_t *hak_q_make(void) {
 static void hak_q_put(void *p, size_t slot, uint64_t freed) {
     hak_quarantine_t *q = hak_q;
     if (!q && (hak_tls_exiting || !(q = hak_q_make()))) {
-        *hak_h_trailer(p, slot) = 0;
-        hak_free_inline(p);
+        hak_q_release(p, slot, freed);
         return;
     }
     /* full: a random entry leaves, and the block takes its place when
@@ -400,12 +399,15 @@ HAK_INLINE void hak_q_probe(void) {
 /* ---- the entry points ---- */
 
 /* the slot of a hakmem block (its underlying usable size), or 0 when p is
- * not hakmem's */
+ * not hakmem's; _other: for a block hak_quick_page refused */
+static size_t hak_h_slot_other(const void *p, const char *op) {
+    if (!hak_segment_of_checked(p)) return 0;
+    return hak_usable_op(p, op);
+}
 HAK_INLINE size_t hak_h_slot(const void *p, const char *op) {
     const hak_page_t *page = hak_quick_page(p);
     if (hak_likely(page != NULL)) return page->block_size;
-    if (!hak_segment_of_checked(p)) return 0;
-    return hak_usable_op(p, op);
+    return hak_h_slot_other(p, op);
 }
 
 /* p, new from the machinery below, in a slot of slot bytes (0: not known
@@ -426,10 +428,8 @@ void *hak_hardened_malloc(size_t n, unsigned by) {
         void *z = hak_zero_alloc(HAK_MIN_ALIGN);
         if (z) return z;
     }
-    /* hak_malloc_sampled, with the slot from the inline pop */
-    size_t slot = 0;
-    void *p = HAK_SAMPLED(n + 8) ? hak_profile_malloc(n + 8, HAK_MIN_ALIGN, false)
-                                 : hak_heap_malloc_slot(hak_tls.heap, n + 8, &slot);
+    size_t slot = 0;                            /* (the inline pop's: no lookup) */
+    void *p = hak_malloc_sampled_slot(n + 8, &slot);
     return hak_h_finish(p, slot, n, by);
 }
 
@@ -453,7 +453,7 @@ void *hak_hardened_aligned(size_t n, size_t align, bool zero, unsigned by) {
 void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by_new) {
     if (p == NULL) return;
     hak_page_t *page = hak_quick_page(p);   /* a carved block of a plain page */
-    size_t slot = hak_likely(page != NULL) ? page->block_size : hak_h_slot(p, op);
+    size_t slot = hak_likely(page != NULL) ? page->block_size : hak_h_slot_other(p, op);
     if (slot == 0) {   /* malloc(0)'s, glibc's block, or misuse: reported there */
         if (hak_unlikely(sized && size != 0) && hak_zero_owns(p))
             hak_fatal(op, by_new ? "size does not match the block (sized delete)" : "size does not match the block", p);

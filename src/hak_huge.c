@@ -259,6 +259,13 @@ static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size
     return seg;
 }
 
+/* A freed hardened mapping, about to be cached: all but its header
+ * inaccessible. */
+static bool hak_huge_guard_cached(hak_segment_t *seg, size_t size) {
+    size_t hdr = hak_huge_header_pages();
+    return hak_os_guard((uint8_t *)seg + hdr, size - hdr);
+}
+
 static void *hak_huge_guarded(size_t size, size_t align) {
     if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
     size_t ps = hak_os_page_size();
@@ -300,9 +307,7 @@ void hak_huge_free(hak_segment_t *seg) {
     hak_cache_huge_live(-(int64_t)size);
     hak_huge_header_init(seg, size);             /* its page is no longer in use */
     /* (hardened: all but the header inaccessible while cached) */
-    size_t hdr = hak_huge_header_pages();
-    if ((!HAK_HARDENED_ENABLED || hak_os_guard((uint8_t *)seg + hdr, size - hdr)) &&
-        hak_cache_huge_put(seg, size, size, true)) {
+    if ((!HAK_HARDENED_ENABLED || hak_huge_guard_cached(seg, size)) && hak_cache_huge_put(seg, size, size, true)) {
         hak_purger_kick();
         return;
     }

@@ -595,10 +595,15 @@ void  hak_profile_resized(void *q, size_t size);   /* realloc resized a huge blo
 #define HAK_PROF_ENTRY __attribute__((section("hak_prof_text")))
 #define HAK_SAMPLED(size) \
     hak_unlikely((hak_tls.sample_left = (int64_t)((uint64_t)hak_tls.sample_left - (uint64_t)(size))) < 0)
-/* malloc with the sampling hook: malloc, realloc's new block, operator new */
-HAK_INLINE void *hak_malloc_sampled(size_t size) {
+/* malloc with the sampling hook: malloc, realloc's new block, operator new.
+ * *slot: as hak_heap_malloc_slot's (the hardened layer's) */
+HAK_INLINE void *hak_malloc_sampled_slot(size_t size, size_t *slot) {
     if (HAK_SAMPLED(size)) return hak_profile_malloc(size, HAK_MIN_ALIGN, false);
-    return hak_malloc_inline(size);
+    return hak_heap_malloc_slot(hak_tls.heap, size, slot);
+}
+HAK_INLINE void *hak_malloc_sampled(size_t size) {
+    size_t unused;
+    return hak_malloc_sampled_slot(size, &unused);
 }
 void  hak_profile_free(void *p);                    /* a sampled block moves (hak_realloc) */
 void  hak_profile_resize(void *p, size_t size);     /* realloc kept sampled block p in place */

@@ -6,18 +6,21 @@
  * A block of n bytes asks the ordinary machinery for n + 8 and lays out its
  * slot of U bytes (the underlying usable size) as
  *     [0, n)        the program's bytes
- *     [n, U - 8)    the canary: a 0 byte (a string filling the block ends
- *                   there), then a secret byte repeated
+ *     [n, n + 16)   the canary (cut short by the trailer): a 0 byte (a
+ *                   string filling the block ends there), then a secret
+ *                   byte repeated
+ *     [n + 16, U - 8)  zero
  *     [U - 8, U)    the trailer: n and who allocated (malloc or new),
  *                   encoded with secret 1 and the address; its low byte is
  *                   0, so with no canary byte the trailer's first byte ends
  *                   a string; its high bit is 1 (HAK_H_HIGH)
  * free checks the trailer and the canary (an overflow, or an underflow of
- * the next block, is reported), zeroes [0, U - 8), writes the freed mark in
- * the trailer and puts the block into the thread's quarantine.  A block
- * leaves the quarantine at random when it is full, after a check that it is
- * still zero whole (a write after free), and only then goes back to the
- * free lists.  malloc checks the first line of a block it hands out again
+ * the next block, is reported), zeroes the block to the canary's end,
+ * writes the freed mark in the trailer and puts the block into the
+ * thread's quarantine.  A block leaves the quarantine at random when it is
+ * full, after a check that it is still zero whole (a write after free, or
+ * an overflow that jumped the canary), and only then goes back to the free
+ * lists.  malloc checks the first line of a block it hands out again
  * (a write after it left the quarantine) and probes the first word of one
  * quarantined block.
  *
@@ -75,64 +78,47 @@ static inline uint64_t *hak_h_trailer(void *p, size_t slot) { return (uint64_t *
  * first in memory, as on every architecture hak_arch.h supports) */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the canary's and trailer's first bytes are words' low bytes");
 
-/* Are the len bytes at b (len >= 8, any alignment) all the byte of want8?
- * 64 bytes a step in 16-byte vectors (SSE2, NEON), then 16, then the last
- * 16 overlapping (or, below 16 bytes, two words overlapping). */
+/* Every check and fill below is a few 16-byte vectors (SSE2, NEON) and as
+ * few branches as the lengths allow: sizes vary from call to call, and a
+ * mispredicted branch costs more than the vector work (cachegrind's branch
+ * simulation of random_mixed: 6.5 mispredictions a malloc-free pair before,
+ * most of them on lengths; docs/experiments.md, 2026-11-26). */
 typedef uint64_t hak_v2_t __attribute__((vector_size(16), may_alias, aligned(1)));
-HAK_INLINE bool hak_h_same(const uint8_t *b, size_t len, uint64_t want8) {
-    const uint8_t *e = b + len;
-    uint64_t w0, w1;
-    if (len < 16) {
-        memcpy(&w0, b, 8);
-        memcpy(&w1, e - 8, 8);
-        return ((w0 ^ want8) | (w1 ^ want8)) == 0;
-    }
-    hak_v2_t want = { want8, want8 }, acc = { 0, 0 };
-    for (; b + 64 <= e; b += 64) {
-        const hak_v2_t *v = (const hak_v2_t *)b;
-        acc |= (v[0] ^ want) | (v[1] ^ want) | (v[2] ^ want) | (v[3] ^ want);
-    }
-    for (; b + 16 <= e; b += 16) acc |= *(const hak_v2_t *)b ^ want;
-    if (b < e) acc |= *(const hak_v2_t *)(e - 16) ^ want;
-    return (acc[0] | acc[1]) == 0;
+typedef int8_t   hak_vb_t __attribute__((vector_size(16), may_alias, aligned(1)));
+typedef uint64_t hak_va_t __attribute__((vector_size(16), may_alias));   /* 16-byte aligned */
+static const hak_vb_t hak_h_iota = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+HAK_INLINE bool hak_h_none(hak_v2_t v) { return (v[0] | v[1]) == 0; }
+
+/* The canary: the bytes [n, n + 16) after a block of n bytes, or [n, U - 8)
+ * when the trailer comes sooner -- a 0 byte (a string filling the block
+ * ends there), then the secret byte.  Every overflow that runs on from the
+ * block's end crosses it.  It is one 16-byte vector at `at`, inside the
+ * slot, with the canary's bytes selected by `mask`: at the block's end,
+ * or, when fewer than 8 bytes follow it, at the slot's last 16 bytes.  The
+ * rest of the slot, [n + 16, U - 8), stays zero: a block comes out of the
+ * quarantine checked zero whole, and a write there is seen when it leaves
+ * the quarantine again (hak_q_check). */
+typedef struct { uint8_t *at; hak_vb_t mask, want; } hak_h_canary_t;
+HAK_INLINE hak_h_canary_t hak_h_canary(void *p, size_t n, size_t slot, uint64_t c8) {
+    size_t off = n < slot - 16 ? n : slot - 16;  /* (slots are at least 16 bytes) */
+    size_t end = slot - 8 - off;                /* the trailer, from at */
+    int8_t lo = (int8_t)(n - off), hi = (int8_t)(end < 16 ? end : 16);
+    hak_vb_t mask = (hak_h_iota >= lo) & (hak_h_iota < hi);
+    hak_vb_t byte = (hak_vb_t)(hak_v2_t){ c8, c8 };
+    return (hak_h_canary_t){ (uint8_t *)p + off, mask, byte & mask & (hak_h_iota != lo) };
 }
-/* Fill len bytes at b (len >= 16) with the byte of want8, as hak_h_same reads them. */
-HAK_INLINE void hak_h_fill(uint8_t *b, size_t len, uint64_t want8) {
-    hak_v2_t want = { want8, want8 };
-    uint8_t *e = b + len;
-    for (; b + 16 <= e; b += 16) *(hak_v2_t *)b = want;
-    if (b < e) *(hak_v2_t *)(e - 16) = want;
+/* write it, keeping the vector's other bytes (the block's, or the trailer's) */
+HAK_INLINE void hak_h_canary_put(hak_h_canary_t c) {
+    hak_vb_t *v = (hak_vb_t *)c.at;
+    *v = (*v & ~c.mask) | c.want;
+}
+HAK_INLINE bool hak_h_canary_ok(hak_h_canary_t c) {
+    return hak_h_none((hak_v2_t)((*(const hak_vb_t *)c.at ^ c.want) & c.mask));
 }
 
-/* The bytes of a canary of len bytes (1 to 8) in the word that ends where
- * it ends (the trailer's start): its len high bytes.  (A block is at least
- * 8 bytes before its trailer, so that word starts inside the slot.) */
-HAK_INLINE uint64_t hak_h_tail_mask(size_t len) { return ~(uint64_t)0 << (8 * (8 - len)); }
-
-/* Seal a block of n bytes in a slot of slot bytes: canary and trailer.  A
- * canary of up to 24 bytes takes one to three word stores (up to 8: merged
- * into the word before the trailer), one of up to 128 bytes 16-byte
- * stores, a longer one memset. */
+/* Seal a block of n bytes in a slot of slot bytes: canary and trailer. */
 HAK_INLINE void hak_h_seal(void *p, size_t n, size_t slot, unsigned by, hak_h_keys_t k) {
-    uint8_t *c = (uint8_t *)p + n;
-    size_t len = slot - 8 - n;
-    uint64_t want8 = k.c8, first = want8 & ~(uint64_t)0xff, w;
-    if (len <= 8) {                             /* the word before the trailer, merged */
-        if (len > 0) {
-            uint64_t m = hak_h_tail_mask(len);
-            memcpy(&w, c + len - 8, 8);
-            w = (w & ~m) | (want8 & (m << 8));
-            memcpy(c + len - 8, &w, 8);
-        }
-    } else if (len <= 24) {                     /* two or three words, overlapping */
-        memcpy(c, &first, 8);
-        if (len > 16) memcpy(c + 8, &want8, 8);
-        memcpy(c + len - 8, &want8, 8);
-    } else {
-        if (len > 128) memset(c, (uint8_t)want8, len);
-        else hak_h_fill(c, len, want8);
-        c[0] = 0;
-    }
+    hak_h_canary_put(hak_h_canary(p, n, slot, k.c8));
     *hak_h_trailer(p, slot) = hak_h_encode(p, (uint64_t)n | ((uint64_t)by << HAK_H_N_BITS), k.s1);
 }
 
@@ -149,8 +135,8 @@ HAK_INLINE bool hak_h_decode(const void *p, size_t slot, uint64_t t, uint64_t s1
     uint64_t v = (t ^ hak_h_mask(p, s1)) >> 8;
     out->n = (size_t)(v & (((uint64_t)1 << HAK_H_N_BITS) - 1));
     out->by = (unsigned)(v >> HAK_H_N_BITS) & 1u;
-    /* (v's bit 55 is 0 when t's high bit is set) */
-    return (t & 0xff) == 0 && (v >> (HAK_H_N_BITS + 1)) == 0 && out->n <= slot - 8;
+    /* (v's bit 55 is 0 when t's high bit is set; one branch, not three) */
+    return ((t & 0xff) | (v >> (HAK_H_N_BITS + 1)) | (uint64_t)(out->n > slot - 8)) == 0;
 }
 HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, uint64_t s1, const char *op) {
     uint64_t t = *hak_h_trailer(p, slot);
@@ -160,37 +146,42 @@ HAK_INLINE hak_h_info_t hak_h_read(void *p, size_t slot, uint64_t s1, const char
 }
 
 /* The canary after n bytes: intact, or fatal. */
-HAK_INLINE void hak_h_check_canary(const void *p, size_t n, size_t slot, uint64_t want8, const char *op) {
-    const uint8_t *c = (const uint8_t *)p + n;
-    size_t len = slot - 8 - n;
-    uint64_t bad = 0, w, first = want8 & ~(uint64_t)0xff;   /* the first word: its low byte is the 0 */
-    if (len <= 8) {                             /* as hak_h_seal writes them */
-        if (len > 0) {
-            uint64_t m = hak_h_tail_mask(len);
-            memcpy(&w, c + len - 8, 8);
-            bad = (w ^ (want8 & (m << 8))) & m;
-        }
-    } else if (len <= 24) {
-        memcpy(&w, c, 8);
-        bad = w ^ first;
-        memcpy(&w, c + len - 8, 8);
-        bad |= w ^ want8;
-        if (len > 16) {
-            memcpy(&w, c + 8, 8);
-            bad |= w ^ want8;
-        }
-    } else {
-        memcpy(&w, c, 8);
-        bad = w ^ first;
-        if (!hak_h_same(c + 8, len - 8, want8)) bad = 1;
-    }
-    if (hak_unlikely(bad != 0))
+HAK_INLINE void hak_h_check_canary(void *p, size_t n, size_t slot, uint64_t c8, const char *op) {
+    if (hak_unlikely(!hak_h_canary_ok(hak_h_canary(p, n, slot, c8))))
         hak_fatal(op, "heap overflow detected (the canary after the block was overwritten) in block", p);
 }
 
-/* Are the bytes [from, to) of p all zero?  (to - from >= 8) */
-HAK_INLINE bool hak_h_zero(const void *p, size_t from, size_t to) {
-    return hak_h_same((const uint8_t *)p + from, to - from, 0);
+/* Zero on free: the bytes [0, len) of a freed block (16-byte aligned),
+ * whole vectors (len rounded up: the caller writes the freed mark over any
+ * bytes of the trailer this reaches); glibc's memset for long lengths (rep
+ * stosb, which valgrind counts a byte at a time). */
+#define HAK_H_OWN_ZERO 2048
+HAK_INLINE void hak_h_clear(void *p, size_t len) {
+    hak_va_t *v = (hak_va_t *)p, z = { 0, 0 };
+    size_t k = (len + 15) / 16;
+    if (k > HAK_H_OWN_ZERO / 16) { memset(p, 0, k * 16); return; }
+    if (k >= 4) {                               /* four a step, the last four overlapping */
+        for (size_t i = 0; i + 4 <= k; i += 4) v[i] = v[i + 1] = v[i + 2] = v[i + 3] = z;
+        v[k - 4] = v[k - 3] = v[k - 2] = v[k - 1] = z;
+    } else {                                    /* 1 to 3 */
+        v[0] = v[(k - 1) >> 1] = v[k - 1] = z;
+    }
+}
+
+/* Is a quarantined block of slot bytes (16-byte aligned) as its free left
+ * it: zero, and the freed mark in the trailer?  Its vectors four a step,
+ * the last four overlapping (or three covering 1 to 3), and one branch. */
+HAK_INLINE bool hak_h_cleared(const void *p, size_t slot, uint64_t freed) {
+    const hak_va_t *v = (const hak_va_t *)p;
+    size_t k = slot / 16 - 1;                    /* v[k] ends with the trailer */
+    hak_va_t acc = v[k] ^ (hak_va_t){ 0, freed };
+    if (k >= 4) {
+        for (size_t i = 0; i + 4 <= k; i += 4) acc |= v[i] | v[i + 1] | v[i + 2] | v[i + 3];
+        acc |= v[k - 4] | v[k - 3] | v[k - 2] | v[k - 1];
+    } else if (k > 0) {
+        acc |= v[0] | v[(k - 1) >> 1] | v[k - 1];
+    }
+    return (acc[0] | acc[1]) == 0;
 }
 
 /* The free-list words that blocks of an earlier class of a page leave at
@@ -236,8 +227,10 @@ HAK_INLINE void hak_h_check_prev(void *p, size_t slot, hak_h_keys_t k) {
     const uint8_t *prev = (const uint8_t *)p - slot;
     uint64_t t = ((const uint64_t *)p)[-1];
     hak_h_info_t b;
-    if (hak_unlikely(t != 0 && t != k.freed && !hak_h_decode(prev, slot, t, k.s1, &b) &&
-                     !hak_page_key_issued(t)))
+    /* (the three tests in one branch: which of them passes varies) */
+    int ok = hak_h_decode(prev, slot, t, k.s1, &b) | (t == 0) | (t == k.freed);
+    __asm__("" : "+r"(ok));                     /* (else the compiler tests them one by one) */
+    if (hak_unlikely(!ok) && !hak_page_key_issued(t))
         hak_fatal("free()", "heap underflow detected (the size word before the block was overwritten) in block", p);
 }
 
@@ -294,9 +287,33 @@ static inline unsigned hak_q_random(hak_quarantine_t *q) {
 static HAK_COLD HAK_NOINLINE void hak_q_written(void *p) {
     hak_fatal("free()", "write after free detected in the freed block", p);
 }
+/* Not quite: free zeroed the block only to its canary's end, so the rest
+ * may hold free-list words that blocks of an earlier class of the page left
+ * (hak_h_free_words; past the block's first 16 bytes, which free zeroed;
+ * the last word before the trailer a link alone, its key word under the
+ * trailer).  They are cleared; any other byte not zero is a write after
+ * free -- or an overflow that jumped the canary into the slot's rest. */
+static HAK_COLD HAK_NOINLINE void hak_q_check_slow(void *p, size_t slot, uint64_t freed) {
+    uint64_t *w = (uint64_t *)p;
+    size_t last = slot / 8 - 2;                 /* the word before the trailer */
+    if (w[last + 1] != freed || w[0] != 0 || (last >= 2 && w[1] != 0)) hak_q_written(p);
+    for (size_t i = 2; i < last; i += 2) {
+        if ((w[i] | w[i + 1]) == 0) continue;
+        if (!hak_h_free_words(w + i, p)) {
+            hak_message("hakmem: free(): quarantined block %p: bytes at offset %zu changed after free, "
+                        "or an overflow ran past the canary (words %p %p)\n",
+                        p, i * 8, (void *)w[i], (void *)w[i + 1]);
+            hak_q_written(p);
+        }
+        w[i] = w[i + 1] = 0;
+    }
+    if (w[last] != 0) {
+        if (hak_segment_of((void *)(uintptr_t)w[last]) != hak_segment_of(p)) hak_q_written(p);
+        w[last] = 0;
+    }
+}
 HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t freed) {
-    if (hak_unlikely(!hak_h_zero(p, 0, slot - 8) || *hak_h_trailer(p, slot) != freed))
-        hak_q_written(p);
+    if (hak_unlikely(!hak_h_cleared(p, slot, freed))) hak_q_check_slow(p, slot, freed);
 }
 
 /* A block leaves: checked whole (the free zeroed it: any byte not zero is
@@ -475,9 +492,9 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
     if (!plain) page = hak_page_of(hak_segment_of(p), p);
     if (hak_unlikely(page->start == (uint8_t *)p)) hak_h_check_before(p, page);
     else if (plain || hak_carved_block(page, (size_t)((uint8_t *)p - page->start))) hak_h_check_prev(p, slot, k);
-    /* zero on free: glibc's memset (rep stosb for large lengths, which
-     * valgrind counts a byte at a time) */
-    memset(p, 0, slot - 8);
+    /* zero on free, to the canary's end: the rest of the slot is zero
+     * (hak_h_canary) */
+    hak_h_clear(p, b.n + 16 < slot - 8 ? b.n + 16 : slot - 8);
     *hak_h_trailer(p, slot) = k.freed;
     hak_q_put(p, slot, k.freed);
 }
@@ -503,6 +520,10 @@ void *hak_hardened_realloc(void *p, size_t n) {
         hak_h_check_canary(p, b.n, slot, k.c8, "realloc()");
         old = b.n;
         if (n <= PTRDIFF_MAX && n + 8 <= slot && n + 8 >= slot / 2) {
+            if (n < old) {   /* the old size's bytes and canary past n: zero, as the slot's rest */
+                size_t end = old + 16 < slot - 8 ? old + 16 : slot - 8;
+                memset((uint8_t *)p + n, 0, end - n);
+            }
             hak_h_seal(p, n, slot, b.by, k);
             return p;
         }

@@ -23,6 +23,8 @@ expect overflow_canary   overflow_canary   $ABRT "^hakmem: free\(\): heap overfl
 expect overflow_canary_short overflow_canary_short $ABRT "^hakmem: free\(\): heap overflow detected \(the canary after the block was overwritten\) in block $P"
 expect overflow_canary_byte  overflow_canary_byte  $ABRT "^hakmem: free\(\): heap overflow detected \(the canary after the block was overwritten\) in block $P"
 expect overflow_canary_long  overflow_canary_long  $ABRT "^hakmem: free\(\): heap overflow detected \(the canary after the block was overwritten\) in block $P"
+expect overflow_past_canary  overflow_past_canary  $ABRT \
+    "^hakmem: free\(\): quarantined block $P: bytes at offset 544 changed after free, or an overflow ran past the canary"
 expect overflow_trailer  overflow_trailer  $ABRT "^hakmem: free\(\): heap overflow detected \(the size word after the block was overwritten\) in block $P"
 expect overflow_realloc  overflow_realloc  $ABRT "^hakmem: realloc\(\): heap overflow detected .* in block $P"
 expect underflow         underflow         $ABRT "^hakmem: free\(\): heap overflow detected .* in block $P"

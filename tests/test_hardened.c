@@ -45,10 +45,15 @@ static int misuse(const char *c) {
         char *p = malloc(23); sink = p;
         p[23] = 'x';
         free(p);
-    } else if (!strcmp(c, "overflow_canary_long")) {    /* the middle of a canary of 48 bytes */
-        char *p = malloc(520); sink = p;                 /* (a slot of 576) */
+    } else if (!strcmp(c, "overflow_canary_long")) {    /* the last byte of a canary of 16 */
+        char *p = malloc(520); sink = p;                 /* (a slot of 576: 48 bytes to the trailer) */
+        p[535] = 'x';
+        free(p);
+    } else if (!strcmp(c, "overflow_past_canary")) {    /* past the canary, into the slot's rest: */
+        char *p = malloc(520); sink = p;                 /* seen when the block leaves the quarantine */
         p[550] = 'x';
         free(p);
+        for (int i = 0; i < 100000; i++) free(malloc(520));
     } else if (!strcmp(c, "overflow_trailer")) {  /* no canary bytes: into the size word */
         char *p = malloc(24); sink = p;
         p[24] = 'x';
@@ -153,6 +158,12 @@ static void test_usable_zero_byte(void) {
     }
 }
 
+/* Free blocks until every block freed before has left the quarantine (and
+ * been checked whole there). */
+static void flush_quarantine(void) {
+    for (int i = 0; i < 1000; i++) free(malloc(4000));
+}
+
 /* every size up to 600 bytes (canaries of every length): all of the block
  * written, its usable size, the 0 after it, realloc in place and freed with
  * no report; the bytes around a block are the neighbours' own */
@@ -171,6 +182,33 @@ static void test_canary_every_length(void) {
         CHECKF(bad == 0, "a block of %zu bytes changed in %zu bytes", n, bad);
         if (n % 3 == 0) v[n] = realloc(v[n], n - n / 4);   /* kept in place, sealed again */
         free(v[n]);
+    }
+    flush_quarantine();                         /* each checked whole as it leaves */
+}
+
+/* Pages that held small blocks, emptied and carved again for larger ones:
+ * the small blocks' free-list words lie in the larger blocks' slots past
+ * their canaries, where free does not zero; the quarantine accepts them
+ * (and clears them) -- no report.  Then every such block shrunk in place
+ * by realloc and freed: also no report. */
+static void test_pages_carved_again(void) {
+    enum { N = 20000, M = 3000 };
+    static char *v[N];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) v[i] = malloc(24);
+        for (int i = 0; i < N; i++) free(v[i]);
+        flush_quarantine();
+        for (int i = 0; i < M; i++) {
+            size_t n = 100 + (size_t)(i % 7) * 30 + (size_t)round * 200;
+            v[i] = malloc(n);
+            CHECKF(v[i] != NULL, "malloc(%zu)", n);
+            memset(v[i], 0x5a, n);
+        }
+        for (int i = 0; i < M; i++) {
+            if (i % 2) v[i] = realloc(v[i], 90 + (size_t)round * 200);
+            free(v[i]);
+        }
+        flush_quarantine();
     }
 }
 
@@ -388,6 +426,7 @@ int main(int argc, char **argv) {
     RUN_TEST(quarantine_delays_reuse);
     RUN_TEST(fresh_order_random);
     RUN_TEST(canary_every_length);
+    RUN_TEST(pages_carved_again);
     RUN_TEST(huge_reuse);
     RUN_TEST(heap_huge_realloc);
     RUN_TEST(realloc_growth);

@@ -484,12 +484,18 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
         hak_fatal(op, by_new ? "size does not match the block (sized delete)" : "size does not match the block", p);
     if (hak_unlikely(by_new && b.by != HAK_HARDENED_BY_NEW))
         hak_fatal(op, "block not allocated by operator new", p);
-    if (slot > HAK_LARGE_MAX) { hak_free_inline(p); return; }   /* huge: cached inaccessible (hak_huge_free) */
     /* what lies before the block: its page's or the previous slot's last
      * word, when the page is plain (not one of aligned blocks: the quick
      * page says so, or the carved-block test) */
     bool plain = page != NULL;
-    if (!plain) page = hak_page_of(hak_segment_of(p), p);
+    if (!plain) {
+        /* a huge block -- known by its segment, not its size: one aligned to
+         * 4 MiB or more may be small, and may start a unit its mapping's
+         * header is not in -- is cached inaccessible (hak_huge_free) */
+        hak_segment_t *seg = hak_segment_of_checked(p);
+        if (seg->kind == HAK_PAGE_HUGE) { hak_free_inline(p); return; }
+        page = hak_page_of(seg, p);
+    }
     if (hak_unlikely(page->start == (uint8_t *)p)) hak_h_check_before(p, page);
     else if (plain || hak_carved_block(page, (size_t)((uint8_t *)p - page->start))) hak_h_check_prev(p, slot, k);
     /* zero on free, to the canary's end: the rest of the slot is zero

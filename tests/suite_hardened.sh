@@ -48,6 +48,15 @@ out=$(limit 30 env LD_PRELOAD="$REL_SO" "$BIN" overflow_canary 2>&1)
     fail hardened.release_unchanged "the release build stopped the overflow: $(head -c 200 <<<"$out")"
 
 run_bin hardened.programs 120 env LD_PRELOAD="$HRD_SO" "$BIN" -p hardened
+# the allocation API's conformance and every operator new/delete form hold
+# in this build too (a block aligned to 4 MiB or more crashed its free with
+# SIGSEGV until 2026-11-26: hardened.programs's aligned_huge)
+need hardened.api "$T/test_api" "$T/test_cxx" &&
+    run_bin hardened.api 120 env LD_PRELOAD="$HRD_SO" "$T/test_api" -p hardened.api \
+        --expect-hakmem --variant hardened
+out=$(limit 60 env LD_PRELOAD="$HRD_SO" "$T/test_cxx" --expect-hakmem 2>&1)
+[[ $? == 0 && $out == *"result: ok"* ]] && pass hardened.cxx ||
+    fail hardened.cxx "$(tail -c 300 <<<"$out")"
 # guarded sampling is off in this build, with a warning naming the option
 # (a guarded block has no room for the trailer: every one was reported as
 # an overflow)

@@ -158,6 +158,25 @@ static void test_usable_zero_byte(void) {
     }
 }
 
+/* Small blocks at alignments of 1 to 16 MiB: those of 4 MiB and more are
+ * huge blocks (a mapping of their own) of a few bytes, which free must
+ * know by their segment, not their size (SIGSEGV before 2026-11-26). */
+static void test_aligned_huge(void) {
+    static const size_t sz[] = { 1, 100, 5000, 300000 };
+    for (size_t a = (size_t)1 << 20; a <= (size_t)16 << 20; a *= 2) {
+        void *v[4];
+        for (int i = 0; i < 4; i++) {
+            v[i] = NULL;
+            CHECKF(posix_memalign(&v[i], a, sz[i]) == 0, "posix_memalign(%zu, %zu)", a, sz[i]);
+            if (!v[i]) continue;
+            CHECKF(((uintptr_t)v[i] & (a - 1)) == 0, "%p not aligned to %zu", v[i], a);
+            CHECKF(malloc_usable_size(v[i]) == sz[i], "usable %zu for %zu", malloc_usable_size(v[i]), sz[i]);
+            memset(v[i], 0x33, sz[i]);
+        }
+        for (int i = 0; i < 4; i++) free(v[i]);
+    }
+}
+
 /* Free blocks until every block freed before has left the quarantine (and
  * been checked whole there). */
 static void flush_quarantine(void) {
@@ -432,6 +451,7 @@ int main(int argc, char **argv) {
     RUN_TEST(realloc_growth);
     RUN_TEST(calloc_zeroed);
     RUN_TEST(aligned);
+    RUN_TEST(aligned_huge);
     RUN_TEST(cross_thread);
     RUN_TEST(fork);
     RUN_TEST(maps_bounded);

@@ -39,6 +39,9 @@ size_t hak_usable_op(const void *p, const char *op);
  * (hak_os.c) */
 bool   hak_os_guard(void *p, size_t size);
 bool   hak_os_unguard(void *p, size_t size);
+/* zero [p, p + size) but for the pages neither in memory nor in swap
+ * (hak_os.c) */
+void   hak_os_zero_touched(void *p, size_t size);
 
 /* The guard page between a segment's header and its pages (hak_segment.c):
  * the header's bytes [0, HAK_HARDENED_HEADER) are the same for every kind of

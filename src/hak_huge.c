@@ -237,7 +237,11 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
  * header page in its middle) and the block zeroed: its pages are resident
  * already, and zeroing them costs far less than faulting in fresh ones
  * (large_blocks up to 4 MiB: 22.8k ops/s against 8.3k with a fresh mapping
- * each time, docs/experiments.md). */
+ * each time, docs/experiments.md).  Only the pages that may hold data are
+ * zeroed (hak_os_zero_touched): a memset of pages the last owner never
+ * touched faulted them all in, and the resident set it left made a fork
+ * every 0.5 ms from a signal handler take longer than 0.5 ms, so that the
+ * program never ran again (test_fork_signal, hardened.fork_signal). */
 static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size_t hdr, size_t lo, size_t end) {
     hak_piece_t pc;
     if (hak_cache_huge_take(need, map_align, &pc, 1) != 1) return NULL;
@@ -255,7 +259,7 @@ static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size
         hak_huge_release(seg, need);
         return NULL;
     }
-    memset((uint8_t *)seg + lo, 0, end - lo);
+    hak_os_zero_touched((uint8_t *)seg + lo, end - lo);
     return seg;
 }
 

@@ -259,6 +259,38 @@ bool hak_os_unguard(void *p, size_t size) {
     return ok;
 }
 
+/* Zero [p, p + size) (page-aligned, private anonymous memory), skipping the
+ * pages that are neither in memory nor in swap: they read as zero, and a
+ * memset would only fault them in (the hardened build's reused huge blocks,
+ * hak_huge.c: a freed block's pages its owner never touched).  The kernel
+ * says which in /proc/self/pagemap (bit 63 present, bit 62 swapped), opened
+ * for each call -- a descriptor kept open would show the parent's pages to
+ * a child after fork.  Without it, everything is zeroed. */
+void hak_os_zero_touched(void *p, size_t size) {
+    size_t ps = hak_os_page_size(), pages = size / ps;
+    int saved = errno;
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { errno = saved; memset(p, 0, size); return; }
+    uint64_t info[512];
+    size_t i = 0;
+    while (i < pages) {
+        size_t n = pages - i < 512 ? pages - i : 512;
+        off_t at = (off_t)(((uintptr_t)p / ps + i) * sizeof info[0]);
+        if (pread(fd, info, n * sizeof info[0], at) != (ssize_t)(n * sizeof info[0])) break;
+        for (size_t j = 0; j < n;) {                   /* runs of pages that may hold data */
+            if (!(info[j] >> 62)) { j++; continue; }
+            size_t k = j;
+            while (k < n && (info[k] >> 62)) k++;
+            memset((uint8_t *)p + (i + j) * ps, 0, (k - j) * ps);
+            j = k;
+        }
+        i += n;
+    }
+    if (i < pages) memset((uint8_t *)p + i * ps, 0, (pages - i) * ps);   /* a short read */
+    close(fd);
+    errno = saved;
+}
+
 /* MADV_FREE: the kernel takes the pages only under memory pressure, and a
  * page written again before that costs no fault; RSS stays until then.
  * Falls back to MADV_DONTNEED where the kernel lacks it (before 4.5). */

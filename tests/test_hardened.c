@@ -158,6 +158,27 @@ static void test_usable_zero_byte(void) {
     }
 }
 
+/* A reused huge block whose last owner wrote only some of its pages: the
+ * zeroing skips the pages that were never touched (they read as zero
+ * anyway, hak_os_zero_touched), and must still clear every page written.
+ * Each round writes a different third of the pages, then checks the next
+ * block of the size (the same mapping, from the cache) at every line. */
+static void test_huge_reuse_sparse(void) {
+    const size_t n = (size_t)6 << 20, ps = 4096;
+    void *keep = malloc((size_t)3 << 20);       /* a huge block in use: the cache keeps what is freed */
+    for (int round = 0; round < 6; round++) {
+        unsigned char *p = malloc(n);
+        CHECKF(p != NULL, "malloc(%zu)", n);
+        if (!p) continue;
+        size_t bad = 0;
+        for (size_t j = 0; j < n; j += 64) bad += p[j] != 0 || p[j + 63] != 0;
+        CHECKF(bad == 0, "a reused huge block (round %d) shows %zu non-zero lines", round, bad);
+        for (size_t pg = (size_t)round % 3; pg * ps < n; pg += 3) memset(p + pg * ps, 0xcd, ps);
+        free(p);
+    }
+    free(keep);
+}
+
 /* Small blocks at alignments of 1 to 16 MiB: those of 4 MiB and more are
  * huge blocks (a mapping of their own) of a few bytes, which free must
  * know by their segment, not their size (SIGSEGV before 2026-11-26). */
@@ -447,6 +468,7 @@ int main(int argc, char **argv) {
     RUN_TEST(canary_every_length);
     RUN_TEST(pages_carved_again);
     RUN_TEST(huge_reuse);
+    RUN_TEST(huge_reuse_sparse);
     RUN_TEST(heap_huge_realloc);
     RUN_TEST(realloc_growth);
     RUN_TEST(calloc_zeroed);

@@ -526,9 +526,15 @@ void *hak_hardened_realloc(void *p, size_t n) {
         hak_h_check_canary(p, b.n, slot, k.c8, "realloc()");
         old = b.n;
         if (n <= PTRDIFF_MAX && n + 8 <= slot && n + 8 >= slot / 2) {
-            if (n < old) {   /* the old size's bytes and canary past n: zero, as the slot's rest */
-                size_t end = old + 16 < slot - 8 ? old + 16 : slot - 8;
-                memset((uint8_t *)p + n, 0, end - n);
+            if (n < old) {
+                /* the old size's bytes and canary past n: zero, as the
+                 * slot's rest -- to a 16-byte step (or the slot's end; the
+                 * seal writes the trailer again), so that no free-list
+                 * word an earlier class left there is cut in two: free
+                 * zeroes only to the new canary's end, and the quarantine
+                 * accepts such words whole (a fuzzer input found it) */
+                size_t end = hak_round_up(old + 16, 16);
+                memset((uint8_t *)p + n, 0, (end < slot ? end : slot) - n);
             }
             hak_h_seal(p, n, slot, b.by, k);
             return p;

@@ -252,6 +252,33 @@ static void test_pages_carved_again(void) {
     }
 }
 
+/* The same, then blocks of 2,527 bytes (slots of 2,560, on the small
+ * blocks' old pages) shrunk in place to 1,287 and freed: the shrink zeroes
+ * the old size's bytes and canary, which end at byte 2,543, across a
+ * 24-byte block's free-list key word left at 2,536 (both classes' slots
+ * are multiples of 32).  Cut in two, that word was taken for a write after
+ * free when the block left the quarantine (a fuzzer input, 2026-11-26). */
+static void test_shrink_over_old_words(void) {
+    enum { N = 20000, M = 400 };
+    static char *v[N];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) v[i] = malloc(24);
+        for (int i = 0; i < N; i++) free(v[i]);
+        flush_quarantine();
+        for (int i = 0; i < M; i++) {
+            v[i] = malloc(2527);
+            CHECKF(v[i] != NULL, "malloc(2527)");
+            if (!v[i]) continue;
+            memset(v[i], 0x5a, 2527);
+            char *q = realloc(v[i], 1287);
+            CHECKF(q == v[i], "realloc(2527 -> 1287) moved the block");
+            v[i] = q;
+        }
+        for (int i = 0; i < M; i++) free(v[i]);
+        flush_quarantine();
+    }
+}
+
 /* a freed block is zero, and does not come back at once */
 /* fresh blocks of a class are not handed out in address order */
 static void test_fresh_order_random(void) {
@@ -467,6 +494,7 @@ int main(int argc, char **argv) {
     RUN_TEST(fresh_order_random);
     RUN_TEST(canary_every_length);
     RUN_TEST(pages_carved_again);
+    RUN_TEST(shrink_over_old_words);
     RUN_TEST(huge_reuse);
     RUN_TEST(huge_reuse_sparse);
     RUN_TEST(heap_huge_realloc);

@@ -6,6 +6,7 @@
 #   fuzz.glibc           the plain build on glibc: proves the model sound
 #   fuzz.preload         the plain build under LD_PRELOAD=libhakmem.so
 #   fuzz.preload_debug   the same with the debug library (HAK_DEBUG checks)
+#   fuzz.preload_hardened  the same with the hardened library
 #   fuzz.asan            hakmem compiled in, ASan+UBSan, HAK_DEBUG=1
 #   fuzz.tsan            hakmem compiled in, TSan (every report collected)
 #   fuzz.libfuzzer       libFuzzer itself for FUZZ_TEST_SECONDS (default 25;
@@ -74,6 +75,11 @@ if need fuzz.preload "$F/replay" "$REL_SO"; then
 fi
 if need fuzz.preload_debug "$F/replay" "$DBG_SO"; then
     fz_run fuzz.preload_debug 60 env LD_PRELOAD="$DBG_SO" "$F/replay" --expect-hakmem --random 100 --seed 13 "$CORPUS"
+fi
+# the hardened build: its stricter checks against the model (this corpus
+# and seed found a crash and a false report in it, 2026-11-26)
+if need fuzz.preload_hardened "$F/replay" "$HRD_SO"; then
+    fz_run fuzz.preload_hardened 60 env LD_PRELOAD="$HRD_SO" "$F/replay" --expect-hakmem --random 200 --seed 16 "$CORPUS"
 fi
 if need fuzz.asan "$F/replay_asan"; then
     fz_run fuzz.asan 60 "$F/replay_asan" --expect-hakmem --random 100 --seed 14 "$CORPUS"

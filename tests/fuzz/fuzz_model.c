@@ -243,6 +243,10 @@ bool blk_alloc(fz_block_t *b, const fz_areq_t *r, uint64_t seed) {
                 allow & FZ_EINVAL ? "EINVAL" : "ENOMEM");
     size_t usable;
     fz_check_ptr(name, p, total, eff, &usable);
+    /* pvalloc(0): glibc gives a small block, hakmem a page -- then the
+     * block's size is the page's, which free_sized must be given (the
+     * hardened build checks it exactly) */
+    if (r->api == API_PVALLOC && total == 0 && usable >= fz_page) total = fz_page;
     b->p = (uint8_t *)p;
     b->req = total;
     b->usable = usable;

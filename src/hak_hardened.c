@@ -188,9 +188,18 @@ HAK_INLINE bool hak_h_cleared(const void *p, size_t slot, uint64_t freed) {
  * 16-byte steps in memory no block now covers: a link, 0 or into p's
  * segment, then 0 -- a block carved but never handed out -- or a key
  * hak_page_new_key issued.  (hak_h_check_before) */
+static bool hak_h_free_link(uint64_t w, const void *p) {
+    return w == 0 || hak_segment_of((void *)(uintptr_t)w) == hak_segment_of(p);
+}
 static bool hak_h_free_words(const uint64_t *w, const void *p) {
-    return (w[0] == 0 || hak_segment_of((void *)(uintptr_t)w[0]) == hak_segment_of(p)) &&
-           (w[1] == 0 || hak_page_key_issued(w[1]));
+    return hak_h_free_link(w[0], p) && (w[1] == 0 || hak_page_key_issued(w[1]));
+}
+/* The first pair of words at a 16-byte step in [from, to) (word indexes)
+ * that are not free-list words, or to. */
+static size_t hak_h_foreign_words(const uint64_t *w, size_t from, size_t to, const void *p) {
+    for (size_t i = from; i + 1 < to; i += 2)
+        if (!hak_h_free_words(w + i, p)) return i;
+    return to;
 }
 
 /* A block malloc hands out again: its first line past the free list's 16
@@ -201,12 +210,12 @@ static bool hak_h_free_words(const uint64_t *w, const void *p) {
  * that blocks of an earlier class of the page left (hak_h_free_words). */
 static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end) {
     const uint64_t *w = (const uint64_t *)p;
-    for (size_t i = 2; i + 1 < end / 8; i += 2)     /* (slots are multiples of 16 bytes) */
-        if (!hak_h_free_words(w + i, p)) {
-            hak_message("hakmem: malloc(): block %p: bytes at offset %zu changed after free (words %p %p)\n",
-                        p, i * 8, (void *)w[i], (void *)w[i + 1]);
-            hak_fatal("malloc()", "write after free detected in the block it would return", p);
-        }
+    size_t i = hak_h_foreign_words(w, 2, end / 8, p);   /* (slots are multiples of 16 bytes) */
+    if (i < end / 8) {
+        hak_message("hakmem: malloc(): block %p: bytes at offset %zu changed after free (words %p %p)\n",
+                    p, i * 8, (void *)w[i], (void *)w[i + 1]);
+        hak_fatal("malloc()", "write after free detected in the block it would return", p);
+    }
 }
 HAK_INLINE void hak_h_check_reused(void *p, size_t slot) {
     if (slot <= 16) return;
@@ -297,20 +306,15 @@ static HAK_COLD HAK_NOINLINE void hak_q_check_slow(void *p, size_t slot, uint64_
     uint64_t *w = (uint64_t *)p;
     size_t last = slot / 8 - 2;                 /* the word before the trailer */
     if (w[last + 1] != freed || w[0] != 0 || (last >= 2 && w[1] != 0)) hak_q_written(p);
-    for (size_t i = 2; i < last; i += 2) {
-        if ((w[i] | w[i + 1]) == 0) continue;
-        if (!hak_h_free_words(w + i, p)) {
-            hak_message("hakmem: free(): quarantined block %p: bytes at offset %zu changed after free, "
-                        "or an overflow ran past the canary (words %p %p)\n",
-                        p, i * 8, (void *)w[i], (void *)w[i + 1]);
-            hak_q_written(p);
-        }
-        w[i] = w[i + 1] = 0;
+    size_t i = hak_h_foreign_words(w, 2, last, p);
+    if (i < last) {
+        hak_message("hakmem: free(): quarantined block %p: bytes at offset %zu changed after free, "
+                    "or an overflow ran past the canary (words %p %p)\n",
+                    p, i * 8, (void *)w[i], (void *)w[i + 1]);
+        hak_q_written(p);
     }
-    if (w[last] != 0) {
-        if (hak_segment_of((void *)(uintptr_t)w[last]) != hak_segment_of(p)) hak_q_written(p);
-        w[last] = 0;
-    }
+    if (!hak_h_free_link(w[last], p)) hak_q_written(p);
+    if (last >= 2) memset(w + 2, 0, (last - 1) * 8);   /* [16, slot - 8) */
 }
 HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t freed) {
     if (hak_unlikely(!hak_h_cleared(p, slot, freed))) hak_q_check_slow(p, slot, freed);
@@ -416,15 +420,12 @@ HAK_INLINE void hak_q_probe(void) {
 /* ---- the entry points ---- */
 
 /* the slot of a hakmem block (its underlying usable size), or 0 when p is
- * not hakmem's; _other: for a block hak_quick_page refused */
-static size_t hak_h_slot_other(const void *p, const char *op) {
-    if (!hak_segment_of_checked(p)) return 0;
-    return hak_usable_op(p, op);
-}
+ * not hakmem's */
 HAK_INLINE size_t hak_h_slot(const void *p, const char *op) {
     const hak_page_t *page = hak_quick_page(p);
     if (hak_likely(page != NULL)) return page->block_size;
-    return hak_h_slot_other(p, op);
+    if (!hak_segment_of_checked(p)) return 0;
+    return hak_usable_op(p, op);
 }
 
 /* p, new from the machinery below, in a slot of slot bytes (0: not known
@@ -470,7 +471,10 @@ void *hak_hardened_aligned(size_t n, size_t align, bool zero, unsigned by) {
 void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by_new) {
     if (p == NULL) return;
     hak_page_t *page = hak_quick_page(p);   /* a carved block of a plain page */
-    size_t slot = hak_likely(page != NULL) ? page->block_size : hak_h_slot_other(p, op);
+    hak_segment_t *seg = NULL;              /* (else: its segment, if hakmem's) */
+    size_t slot = 0;
+    if (hak_likely(page != NULL)) slot = page->block_size;
+    else if ((seg = hak_segment_of_checked(p)) != NULL) slot = hak_usable_op(p, op);
     if (slot == 0) {   /* malloc(0)'s, glibc's block, or misuse: reported there */
         if (hak_unlikely(sized && size != 0) && hak_zero_owns(p))
             hak_fatal(op, by_new ? "size does not match the block (sized delete)" : "size does not match the block", p);
@@ -492,7 +496,6 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
         /* a huge block -- known by its segment, not its size: one aligned to
          * 4 MiB or more may be small, and may start a unit its mapping's
          * header is not in -- is cached inaccessible (hak_huge_free) */
-        hak_segment_t *seg = hak_segment_of_checked(p);
         if (seg->kind == HAK_PAGE_HUGE) { hak_free_inline(p); return; }
         page = hak_page_of(seg, p);
     }

@@ -226,18 +226,27 @@ static void test_canary_every_length(void) {
     flush_quarantine();                         /* each checked whole as it leaves */
 }
 
+/* Fill pages with blocks of 24 bytes (slots of 32), free them all and let
+ * them leave the quarantine: their pages are empty, with the blocks'
+ * free-list words left in them, for larger classes to be carved on. */
+static void leave_small_free_words(void) {
+    enum { N = 20000 };
+    static char *v[N];
+    for (int i = 0; i < N; i++) v[i] = malloc(24);
+    for (int i = 0; i < N; i++) free(v[i]);
+    flush_quarantine();
+}
+
 /* Pages that held small blocks, emptied and carved again for larger ones:
  * the small blocks' free-list words lie in the larger blocks' slots past
  * their canaries, where free does not zero; the quarantine accepts them
  * (and clears them) -- no report.  Then every such block shrunk in place
  * by realloc and freed: also no report. */
 static void test_pages_carved_again(void) {
-    enum { N = 20000, M = 3000 };
-    static char *v[N];
+    enum { M = 3000 };
+    static char *v[M];
     for (int round = 0; round < 3; round++) {
-        for (int i = 0; i < N; i++) v[i] = malloc(24);
-        for (int i = 0; i < N; i++) free(v[i]);
-        flush_quarantine();
+        leave_small_free_words();
         for (int i = 0; i < M; i++) {
             size_t n = 100 + (size_t)(i % 7) * 30 + (size_t)round * 200;
             v[i] = malloc(n);
@@ -259,12 +268,10 @@ static void test_pages_carved_again(void) {
  * are multiples of 32).  Cut in two, that word was taken for a write after
  * free when the block left the quarantine (a fuzzer input, 2026-11-26). */
 static void test_shrink_over_old_words(void) {
-    enum { N = 20000, M = 400 };
-    static char *v[N];
+    enum { M = 400 };
+    static char *v[M];
     for (int round = 0; round < 3; round++) {
-        for (int i = 0; i < N; i++) v[i] = malloc(24);
-        for (int i = 0; i < N; i++) free(v[i]);
-        flush_quarantine();
+        leave_small_free_words();
         for (int i = 0; i < M; i++) {
             v[i] = malloc(2527);
             CHECKF(v[i] != NULL, "malloc(2527)");
@@ -279,7 +286,6 @@ static void test_shrink_over_old_words(void) {
     }
 }
 
-/* a freed block is zero, and does not come back at once */
 /* fresh blocks of a class are not handed out in address order */
 static void test_fresh_order_random(void) {
     enum { N = 200 };
@@ -291,6 +297,7 @@ static void test_fresh_order_random(void) {
     for (int i = 0; i < N; i++) free(v[i]);
 }
 
+/* a freed block is zero, and does not come back at once */
 static void test_quarantine_delays_reuse(void) {
     unsigned char *p = malloc(48);
     memset(p, 0xa5, 48);

@@ -241,7 +241,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
  * zeroed (hak_os_zero_touched): a memset of pages the last owner never
  * touched faulted them all in, and the resident set it left made a fork
  * every 0.5 ms from a signal handler take longer than 0.5 ms, so that the
- * program never ran again (test_fork_signal, hardened.fork_signal). */
+ * program never ran again (test_fork_signal: hangs.fork_signal.hardened). */
 static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size_t hdr, size_t lo, size_t end) {
     hak_piece_t pc;
     if (hak_cache_huge_take(need, map_align, &pc, 1) != 1) return NULL;

@@ -163,37 +163,47 @@ static void hak_heap_abandon(hak_heap_t *heap);
 
 /* Heaps whose thread ended without hakmem's exit handler: a thread whose
  * first allocation came in the last round of pthread key destructors got a
- * heap that no round was left to abandon.  When a thread is about to make
- * a new heap, and thread heaps in state OWNED are at least as many as the
- * live threads (the caller has none, nor has the purger), some owner has
- * ended: each OWNED heap whose thread /proc shows gone is abandoned, to be
- * adopted like any other.  A wrong "alive" only delays this; /proc is not
- * trusted to say "gone" unless it shows the caller alive (hak_os.c).
- * Returns whether any heap was reclaimed. */
+ * heap that no round was left to abandon.  Each thread holds its heap's
+ * token (hak_alive.c) while it lives; the kernel marks it when the thread
+ * ends, so such a heap is told by one load, with no file and no system
+ * call.  A thread about to make a new heap looks at the OWNED ones and
+ * abandons those whose owner ended, to be adopted like any other.
+ *
+ * The look costs a pass over the heaps, so it is not made at every new
+ * heap: only once the heaps threads took (adopted or made) since the last
+ * look are as many as the heaps it found held then (at least one): only
+ * those takers can have ended unseen.  A pool that starts n threads one by
+ * one looks log2(n) times, in all O(n); the heaps of ended threads waiting
+ * unseen are at most as many as the live ones at the last look.  Returns
+ * whether any heap was reclaimed. */
+static _Atomic size_t hak_heaps_taken;   /* heaps threads took (adopted or made) */
+static _Atomic size_t hak_reclaim_next;  /* ... at which the next look is due */
 static bool hak_heap_reclaim_dead(void) {
-    long owned = 0;
-    for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all)
-        owned += !h->pub_magic && atomic_load_explicit(&h->state, memory_order_acquire) == HAK_HEAP_OWNED;
-    if (owned == 0) return false;
-    long live = hak_os_live_threads();
-    if (live < 0 || owned < live - (hak_purger_running() ? 1 : 0)) return false;
+    size_t taken = atomic_load_explicit(&hak_heaps_taken, memory_order_relaxed);
+    if (taken < atomic_load_explicit(&hak_reclaim_next, memory_order_relaxed)) return false;
+    size_t held = 0;
     bool any = false;
     for (hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
         if (h->pub_magic || atomic_load_explicit(&h->state, memory_order_acquire) != HAK_HEAP_OWNED) continue;
-        long tid = atomic_load_explicit(&h->owner_tid, memory_order_relaxed);
-        if (tid == 0 || !hak_os_thread_gone(tid)) continue;
+        if (hak_alive_state(&h->owner_alive) != HAK_ALIVE_ENDED) { held++; continue; }
         int e = HAK_HEAP_OWNED;
         if (!atomic_compare_exchange_strong_explicit(&h->state, &e, HAK_HEAP_BUSY, memory_order_acquire,
                                                      memory_order_relaxed))
             continue;
-        if (atomic_load_explicit(&h->owner_tid, memory_order_relaxed) != tid) {   /* taken meanwhile */
-            atomic_store_explicit(&h->state, HAK_HEAP_OWNED, memory_order_release);
+        /* abandoned and adopted again between the look and the CAS: its
+         * new owner's token is held (or not yet claimed) */
+        if (hak_alive_state(&h->owner_alive) != HAK_ALIVE_ENDED) {
+            e = HAK_HEAP_BUSY;
+            atomic_compare_exchange_strong_explicit(&h->state, &e, HAK_HEAP_OWNED, memory_order_release,
+                                                    memory_order_relaxed);
+            held++;
             continue;
         }
         hak_count(heaps_reclaimed);
         hak_heap_abandon(h);
         any = true;
     }
+    atomic_store_explicit(&hak_reclaim_next, taken + (held > 1 ? held : 1), memory_order_relaxed);
     return any;
 }
 
@@ -242,10 +252,14 @@ hak_heap_t *hak_heap_make(int state) {
     return heap;
 }
 
-/* A thread gives its heap up: from now on any thread may adopt or sweep it. */
+/* A heap is given up -- by its thread (which let its token go first), or
+ * for a thread that ended or was left in the parent by fork -- and from now
+ * on any thread may adopt or sweep it.  Its token is made afresh before the
+ * state says ABANDONED: the reclaim never sees an adopted heap with its
+ * previous owner's "ended". */
 static _Atomic uint64_t hak_abandon_seq;
 static void hak_heap_abandon(hak_heap_t *heap) {
-    atomic_store_explicit(&heap->owner_tid, 0, memory_order_relaxed);
+    hak_alive_reset(&heap->owner_alive);
     atomic_store_explicit(&heap->abandoned_seq,
                           atomic_fetch_add_explicit(&hak_abandon_seq, 1, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -278,7 +292,8 @@ hak_heap_t *hak_heap_for_thread(void) {
     if (hak_tls_exiting) return &hak_heap_empty;
     hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_OWNED, NULL);
     if (!heap) return NULL;
-    atomic_store_explicit(&heap->owner_tid, hak_os_gettid(), memory_order_relaxed);
+    hak_alive_claim(&heap->owner_alive);
+    atomic_fetch_add_explicit(&hak_heaps_taken, 1, memory_order_relaxed);
     hak_tls.heap = heap;
     hak_tls.tag = hak_fast_tag(heap);
     hak_thread_register(heap);
@@ -374,6 +389,7 @@ static void hak_thread_done(void *value) {
     hak_tls.heap = &hak_heap_empty;
     hak_tls.tag = HAK_TAG_INVALID;
     hak_tls_last = heap;
+    hak_alive_release(&heap->owner_alive);   /* off this thread's robust list before the reset */
     hak_heap_abandon(heap);
     hak_purger_thread_ends();   /* the purger looks whether this was the program's last thread */
 }
@@ -650,8 +666,11 @@ static void hak_fork_parent(void) {
     for (unsigned i = 0, n = atomic_load(&hak_fork_hook_count); i < n; i++) hak_fork_hooks[i].parent();
 }
 static void hak_fork_child(void) {
-    hak_heap_t *self = hak_tls.heap;   /* the forking thread's heap: its kernel id in the child */
-    if (self != &hak_heap_empty) atomic_store_explicit(&self->owner_tid, hak_os_gettid(), memory_order_relaxed);
+    /* the forking thread's heap: its token names the parent's thread, and
+     * glibc gave the child an empty robust list; the child's thread holds it */
+    hak_heap_t *self = hak_tls.heap;
+    if (self != &hak_heap_empty) hak_alive_claim(&self->owner_alive);
+    hak_purger_first_thread();
     if (!hak_fork_locked) return;
     hak_segment_unlock_after_fork(true);
     hak_heaps_unlock_after_fork(true);
@@ -666,5 +685,6 @@ __attribute__((constructor(101))) static void hak_constructor(void) {
     pthread_atfork(hak_fork_prepare, hak_fork_parent, hak_fork_child);
     if (hak_opt.verbose) hak_options_print();
     hak_crash_install();
+    hak_purger_first_thread();
     hak_purger_start();   /* here, where no lock of hakmem's or libc's is held (hak_purge.c) */
 }

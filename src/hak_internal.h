@@ -122,6 +122,16 @@ size_t hak_os_rss_bytes(void);
 void hak_os_write_err(const char *s, size_t n);
 uint64_t hak_os_random(void);                   /* getrandom, else clocks and ASLR mixed */
 long hak_os_gettid(void);
+
+/* ---- whether a thread has ended: a robust mutex it holds (hak_alive.c) ---- */
+#define HAK_ALIVE_FREE  0   /* nobody holds it (or nobody can tell) */
+#define HAK_ALIVE_HELD  1   /* a live thread holds it */
+#define HAK_ALIVE_ENDED 2   /* its holder ended without letting it go */
+bool hak_alive_supported(void);                /* the kernel marks a thread's tokens when it ends */
+bool hak_alive_claim(hak_alive_t *t);          /* the calling thread holds it from now on */
+void hak_alive_release(hak_alive_t *t);        /* ... lets it go (its holder only) */
+void hak_alive_reset(hak_alive_t *t);          /* nobody holds it (its holder ended or is not in this process) */
+int  hak_alive_state(const hak_alive_t *t);    /* one load, no system call */
 bool hak_os_thread_gone(long tid);             /* thread tid has ended (false: alive or unknown) */
 long hak_os_live_threads(void);                /* threads alive, the caller included (-1: unknown) */
 

@@ -710,13 +710,25 @@ void hak_purge_all_heaps(void) {
  *
  * It never keeps the process alive.  glibc ends a process when its last
  * thread ends, and the purger is a thread: so when the program's threads
- * have all ended (hakmem's thread-exit handler tells it, and it looks
- * itself once a second when idle) it returns, and glibc, seeing its last
- * thread end, calls exit(0) as it would have for the program's last one. */
+ * have all ended it returns, and glibc, seeing its last thread end, calls
+ * exit(0) as it would have for the program's last one -- on the purger's
+ * stack, which is therefore a default-sized one (reserved, not committed),
+ * room for the program's atexit handlers.  Whether a thread has ended is
+ * told by the kernel through tokens (hak_alive.c), never by /proc: the
+ * first thread (the one that ran hakmem's constructor, or the forking
+ * thread in a fork child) holds one, and every thread holds its heap's.
+ * The program has ended when the first thread's token and every heap's are
+ * let go or marked ended.  A live thread that never allocated holds no
+ * token: with the first thread gone and every allocating thread too, the
+ * purger returns early, and such a thread purges on its own slow paths as
+ * with the option off.  It looks when a thread's exit handler tells it,
+ * and once a second besides (a thread that ended without the handler). */
 
 static _Atomic int hak_purger_state;         /* 0 none, 1 starting, 2 running, 3 could not start */
 static _Atomic uint32_t hak_purger_awake;    /* futex word: 0 while it sleeps with nothing dirty */
 static _Atomic uint32_t hak_purger_look;     /* a thread of the program ended: is any left? */
+static hak_alive_t hak_first_thread;         /* held by the first thread of the process */
+static bool hak_first_thread_held;
 
 static void hak_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
     int saved = errno;
@@ -724,14 +736,26 @@ static void hak_futex(_Atomic uint32_t *word, int op, uint32_t val, const struct
     errno = saved;
 }
 
+/* The calling thread is the process's first (hakmem's constructor; the
+ * forking thread in a fork child, before the child's purger starts). */
+void hak_purger_first_thread(void) { hak_first_thread_held = hak_alive_claim(&hak_first_thread); }
+
+/* Every thread of the program that holds a token has ended (the purger's
+ * own heap, if it has one, aside). */
+static bool hak_purger_program_ended(void) {
+    if (hak_alive_state(&hak_first_thread) != HAK_ALIVE_ENDED) return false;
+    for (hak_heap_t *heap = hak_heap_list(); heap; heap = heap->next_all) {
+        int st = atomic_load_explicit(&heap->state, memory_order_acquire);
+        if (heap->pub_magic || heap == hak_tls.heap || (st != HAK_HEAP_OWNED && st != HAK_HEAP_BUSY)) continue;
+        if (st == HAK_HEAP_BUSY || hak_alive_state(&heap->owner_alive) != HAK_ALIVE_ENDED) return false;
+    }
+    return true;
+}
+
 static void *hak_purger_main(void *arg) {
     (void)arg;
     prctl(PR_SET_NAME, "hakmem-purge", 0, 0, 0);
-    /* after a thread's end: look at the live threads again in look_ms (1,
-     * 2, 4 ... 256 ms): the ending thread is still on its way out.  Only
-     * while it may be the last other one (besides a zombie main thread,
-     * which /proc/self/stat's count includes); 0: no such look due. */
-    uint64_t look_ms = 0;
+    uint64_t looked = hak_os_now_ms();
     for (;;) {
         /* announce the sleep first, then look: a kick after the look sees 0 and wakes us */
         atomic_store_explicit(&hak_purger_awake, 0, memory_order_seq_cst);
@@ -743,9 +767,9 @@ static void *hak_purger_main(void *arg) {
         if (next != 0) {
             ms = next > now ? next - now : 0;
             if (ms < 5) ms = 5;              /* the clock is coarse: no busy rounds */
+            if (ms > 1000) ms = 1000;
             atomic_store_explicit(&hak_purger_awake, 1, memory_order_relaxed);
         }
-        if (look_ms && look_ms < ms) ms = look_ms;
         struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
         /* asleep: a kick that sees awake == 0 wakes it; a thread's end
          * always does (it sets awake to 2, which no wait expects) */
@@ -754,11 +778,10 @@ static void *hak_purger_main(void *arg) {
             hak_futex(&hak_purger_awake, FUTEX_WAIT, next == 0 ? 0 : 1, &ts);
             ended = atomic_exchange_explicit(&hak_purger_look, 0, memory_order_seq_cst) != 0;
         }
-        if (ended) look_ms = 1;
-        if (look_ms || next == 0) {
-            long live = hak_os_live_threads();
-            if (live == 1) break;            /* the program's threads have all ended */
-            if (look_ms) look_ms = live >= 2 && live <= 3 && look_ms < 256 ? look_ms * 2 : 0;
+        now = hak_os_now_ms();
+        if (ended || now - looked >= 1000) {
+            looked = now;
+            if (hak_purger_program_ended()) break;
         }
     }
     atomic_store(&hak_purger_state, 0);
@@ -769,6 +792,12 @@ static void *hak_purger_main(void *arg) {
  * child): never while hakmem or libc may hold a lock pthread_create needs. */
 void hak_purger_start(void) {
     if (!hak_opt.background_purge || !hak_purging() || hak_delay_ms() == 0) return;
+    /* without the kernel's word on threads' ends it could not know when to
+     * leave: the threads purge on their own slow paths, as with the option off */
+    if (!hak_first_thread_held) {
+        if (hak_opt.verbose) hak_message("hakmem: background purger not started: robust mutexes are unavailable\n");
+        return;
+    }
     int expected = 0;
     if (!atomic_compare_exchange_strong(&hak_purger_state, &expected, 1)) return;
     pthread_attr_t attr;
@@ -778,8 +807,8 @@ void hak_purger_start(void) {
     int saved = errno;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* the last thread runs the program's atexit handlers (see above) */
-    pthread_attr_setstacksize(&attr, (size_t)1 << 20);
+    /* the default stack size: the last thread runs the program's atexit
+     * handlers (see above) */
     pthread_sigmask(SIG_SETMASK, &all, &old);      /* the purger takes no signal of the program's */
     atomic_store_explicit(&hak_purger_awake, 1, memory_order_relaxed);
     int rc = pthread_create(&tid, &attr, hak_purger_main, NULL);
@@ -788,8 +817,6 @@ void hak_purger_start(void) {
     errno = saved;
     atomic_store(&hak_purger_state, rc == 0 ? 2 : 3);
 }
-
-bool hak_purger_running(void) { return atomic_load_explicit(&hak_purger_state, memory_order_relaxed) == 2; }
 
 /* Something became dirty: wake the purger if it sleeps with nothing dirty.
  * Never starts it (see above): without a purger, the threads' own slow

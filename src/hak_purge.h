@@ -112,8 +112,8 @@ size_t hak_cache_trim(void);           /* empty both caches; bytes released */
 void   hak_purge_all_heaps(void);      /* purge every heap's free slots (malloc_trim) */
 void   hak_purger_kick(void);          /* something became dirty: wake the purger */
 void   hak_purger_start(void);         /* start-up and fork child: the purger, if the options want it */
-bool   hak_purger_running(void);       /* the purger thread is there (it owns no heap) */
 void   hak_purger_thread_ends(void);   /* a thread's exit handler: the purger looks for live threads */
+void   hak_purger_first_thread(void);  /* the caller is the process's first thread (constructor, fork child) */
 void   hak_purge_stats_print(void);    /* the caches' counters (HAKMEM_STATS) */
 
 /* how memory goes back: MADV_DONTNEED, or MADV_FREE (HAKMEM_PURGE_LAZY) */

@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include "hak_arch.h"
 
 /* ---- geometry ---- */
@@ -281,6 +282,9 @@ typedef struct hak_segment_list_s {
  *  - Only the thread whose hak_tls.heap points here (or a sweeper that moved
  *    state from ABANDONED to BUSY) touches anything but xdelayed.
  *  - Heaps are never freed: remote freers may hold a heap pointer at any time. */
+/* A token a thread holds while it lives: a robust mutex (hak_alive.c) */
+typedef struct hak_alive_s { pthread_mutex_t m; } hak_alive_t;
+
 typedef struct hak_heap_s {
     hak_page_t *direct[HAK_DIRECT_COUNT];
     hak_page_queue_t queues[HAK_CLASS_COUNT];
@@ -290,9 +294,9 @@ typedef struct hak_heap_s {
     struct hak_heap_s *next_all;           /* global list of every heap */
     _Atomic uint64_t abandoned_seq;        /* when its thread gave it up (a global count):
                                               adoption takes the oldest (hak_heap.c) */
-    _Atomic long owner_tid;                /* the owning thread's kernel id while OWNED by a
-                                              thread (0 otherwise): a heap whose thread ended
-                                              without hakmem's exit handler is reclaimed by it */
+    hak_alive_t owner_alive;               /* held by the owning thread while OWNED by a thread
+                                              (hak_alive.c): a heap whose thread ended without
+                                              hakmem's exit handler is reclaimed by it */
     hak_segment_list_t segs[HAK_PAGE_KINDS]; /* segments with a free page slot */
     uint64_t purge_due_ms;                 /* earliest time a pending purge is due (0: none) */
     uint16_t tag;                          /* region map tag of its segments */

@@ -118,7 +118,6 @@ void *hak_os_remap(void *p, size_t old_size, size_t new_size, void *fixed_addr);
 size_t hak_os_page_size(void);
 uint64_t hak_os_now_ms(void);
 uint64_t hak_os_rss_peak_bytes(void);
-size_t hak_os_rss_bytes(void);
 void hak_os_write_err(const char *s, size_t n);
 uint64_t hak_os_random(void);                   /* getrandom, else clocks and ASLR mixed */
 long hak_os_gettid(void);
@@ -132,8 +131,6 @@ bool hak_alive_claim(hak_alive_t *t);          /* the calling thread holds it fr
 void hak_alive_release(hak_alive_t *t);        /* ... lets it go (its holder only) */
 void hak_alive_reset(hak_alive_t *t);          /* nobody holds it (its holder ended or is not in this process) */
 int  hak_alive_state(const hak_alive_t *t);    /* one load, no system call */
-bool hak_os_thread_gone(long tid);             /* thread tid has ended (false: alive or unknown) */
-long hak_os_live_threads(void);                /* threads alive, the caller included (-1: unknown) */
 
 /* ---- process secrets (hak_secret.c) ---- */
 extern _Atomic uint64_t hak_secrets[2];

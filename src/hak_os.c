@@ -366,35 +366,8 @@ uint64_t hak_os_rss_peak_bytes(void) {
     return (uint64_t)ru.ru_maxrss * 1024u;
 }
 
-/* The start of a small file of /proc into buf, NUL-terminated: its length,
- * or -1 (errno says why).  The raw system calls: glibc's open, read and
- * close are cancellation points, and no allocation function may be one (a
- * thread cancelled inside malloc would leave hakmem's state half-changed). */
-static long hak_os_open_raw(const char *path, int flags) { return syscall(SYS_openat, AT_FDCWD, path, flags | O_CLOEXEC); }
-static ssize_t hak_os_read_small(const char *path, char *buf, size_t size) {
-    long fd = hak_os_open_raw(path, O_RDONLY);
-    ssize_t n = fd >= 0 ? (ssize_t)syscall(SYS_read, fd, buf, size - 1) : -1;
-    if (fd >= 0) { int e = errno; syscall(SYS_close, fd); errno = e; }
-    if (n >= 0) buf[n] = 0;
-    return n;
-}
-
-size_t hak_os_rss_bytes(void) {
-    char buf[128];
-    int saved = errno;
-    ssize_t n = hak_os_read_small("/proc/self/statm", buf, sizeof buf);
-    errno = saved;
-    if (n <= 0) return 0;
-    const char *s = buf;
-    while (*s && *s != ' ') s++;          /* skip total size */
-    size_t pages = 0;
-    while (*s == ' ') s++;
-    while (*s >= '0' && *s <= '9') pages = pages * 10 + (size_t)(*s++ - '0');
-    return pages * hak_os_page_size();
-}
-
-/* The raw system call: glibc's write() is a cancellation point (see
- * hak_os_read_small); also async-signal-safe, for the crash report. */
+/* The raw system call: glibc's write() is a cancellation point, and
+ * no allocation function may be one; also async-signal-safe, for the crash report. */
 void hak_os_write_err(const char *s, size_t n) {
     int saved = errno;
     while (n > 0) {
@@ -405,68 +378,5 @@ void hak_os_write_err(const char *s, size_t n) {
     errno = saved;
 }
 
-/* ---- threads of this process, from /proc (no malloc: raw reads) ----
- * Used by the background purger (is any thread of the program left?) and
- * by the reclaim of heaps whose thread died without hakmem's exit handler
- * (hak_heap.c).  Every answer errs on "alive": a wrong "alive" keeps a
- * heap or the purger a little longer, a wrong "dead" would hand a live
- * thread's heap to another, so -1 (unknown) is treated as alive. */
-
-/* The state letter of /proc/self/task/TID/stat, or 0 if there is no such
- * task (ENOENT), or -1 if /proc cannot tell. */
-static int hak_os_task_state(long tid) {
-    char path[64], buf[512];
-    int n = snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-    if (n <= 0 || (size_t)n >= sizeof path) return -1;
-    if (hak_os_read_small(path, buf, sizeof buf) <= 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
-    const char *paren = strrchr(buf, ')');   /* the name may hold spaces and parentheses */
-    return paren && paren[1] == ' ' && paren[2] ? paren[2] : -1;
-}
-
+/* The calling thread's kernel id (guarded sampling's reports). */
 long hak_os_gettid(void) { return (long)syscall(SYS_gettid); }
-
-/* 1: thread tid of this process has ended (no task, or a zombie: the main
- * thread after pthread_exit stays a zombie until the process ends); 0: it
- * lives, or /proc cannot tell.  /proc is trusted only if it shows the
- * calling thread alive (a /proc of another pid namespace would not). */
-bool hak_os_thread_gone(long tid) {
-    int saved = errno;
-    int self = hak_os_task_state(hak_os_gettid());
-    int st = self > 0 && self != 'Z' && self != 'X' ? hak_os_task_state(tid) : -1;
-    errno = saved;
-    return st == 0 || st == 'Z' || st == 'X';
-}
-
-/* How many threads of the process are alive, the caller included (-1:
- * /proc cannot tell).  The count in /proc/self/stat comes first; at 2 the
- * other may be a zombie main thread (it stays one after pthread_exit until
- * the process ends), so then the tasks are looked at one by one. */
-long hak_os_live_threads(void) {
-    int saved = errno;
-    char buf[1024];
-    const char *s = hak_os_read_small("/proc/self/stat", buf, sizeof buf) > 0 ? strrchr(buf, ')') : NULL;
-    long threads = -1;
-    for (int field = 2; s && *s; s++)        /* field 2 ends at ')'; num_threads is field 20 */
-        if (*s == ' ' && ++field == 20) { threads = strtol(s + 1, NULL, 10); break; }
-    if (threads == 2) {
-        long self = hak_os_gettid(), n, live = 0;
-        long dir = hak_os_open_raw("/proc/self/task", O_RDONLY | O_DIRECTORY);
-        if (dir < 0) { errno = saved; return -1; }
-        char d[2048];
-        while ((n = syscall(SYS_getdents64, dir, d, sizeof d)) > 0) {
-            for (long off = 0; off < n; ) {
-                struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; }
-                    *e = (void *)(d + off);
-                off += e->reclen;
-                if (e->name[0] < '0' || e->name[0] > '9') continue;
-                long tid = strtol(e->name, NULL, 10);
-                int st = tid == self ? 'R' : hak_os_task_state(tid);
-                live += !(st == 0 || st == 'Z' || st == 'X');
-            }
-        }
-        syscall(SYS_close, dir);
-        threads = n == 0 ? live : -1;
-    }
-    errno = saved;
-    return threads;
-}

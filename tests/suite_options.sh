@@ -272,11 +272,11 @@ if need options.env_bad_profile_keeps_conf "$T/test_options_conf"; then
 fi
 
 # ---- hakmem_option_set/get: preloaded, linked, static ----
-run_bin options.api.preload 30 env HAKMEM_SEGMENT_CACHE=9 HAKMEM_PROFILE=speed LD_PRELOAD="$REL_SO" "$OPT" api -p options.api.preload
-run_bin options.api.debug 30 env HAKMEM_SEGMENT_CACHE=9 HAKMEM_PROFILE=speed LD_PRELOAD="$DBG_SO" "$OPT" api -p options.api.debug
+run_bin options.api.preload 30 env HAKMEM_SEGMENT_CACHE=9 HAKMEM_PROFILE=speed LD_PRELOAD="$REL_SO" "$OPT" api -p options.api.preload --expect-hakmem
+run_bin options.api.debug 30 env HAKMEM_SEGMENT_CACHE=9 HAKMEM_PROFILE=speed LD_PRELOAD="$DBG_SO" "$OPT" api -p options.api.debug --expect-hakmem
 for b in linked static; do
     if need options.api.$b "$T/test_options_$b"; then
-        run_bin options.api.$b 30 env HAKMEM_SEGMENT_CACHE=9 HAKMEM_PROFILE=speed HAKMEM_VERBOSE=0 "$T/test_options_$b" api -p options.api.$b
+        run_bin options.api.$b 30 env HAKMEM_SEGMENT_CACHE=9 HAKMEM_PROFILE=speed HAKMEM_VERBOSE=0 "$T/test_options_$b" api -p options.api.$b --expect-hakmem
     fi
 done
 

@@ -206,7 +206,8 @@ typedef struct hak_page_s {
     /* line 2 -- written by remote freers */
     _Alignas(64) _Atomic(uintptr_t) xthread_free; /* remote frees (lock-free stack) | HAK_TF_NOTIFY */
     uint64_t div_step;               /* div_magic * block_size mod 2^64 (owner, slow paths) */
-    size_t   area;                   /* reserved * block_size: valid offsets from start */
+    size_t   area;                   /* reserved * block_size: valid offsets from start (huge:
+                                        the rest of the mapping, block_size the usable size) */
     uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
     uint8_t  needs_purge;            /* slot free and memory not yet returned */
     uint32_t dirty_kb;               /* KiB from the slot's start that may be committed

@@ -216,6 +216,7 @@ static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end) {
                     p, i * 8, (void *)w[i], (void *)w[i + 1]);
         hak_fatal("malloc()", "write after free detected in the block it would return", p);
     }
+    memset((uint8_t *)p + 16, 0, end - 16);    /* (no metadata word is handed out) */
 }
 HAK_INLINE void hak_h_check_reused(void *p, size_t slot) {
     if (slot <= 16) return;
@@ -434,6 +435,11 @@ HAK_INLINE void *hak_h_finish(void *p, size_t slot, size_t n, unsigned by) {
     if (hak_unlikely(!p)) return NULL;
     if (slot == 0) slot = hak_h_slot(p, "malloc()");
     hak_h_check_reused(p, slot);
+    /* the free list's link and key: the block is zero whole from here on
+     * (the quarantine checked the rest; hak_segment_scrub cleared the
+     * words of earlier classes' blocks), so the program never sees a
+     * heap address or a key */
+    *(hak_va_t *)p = (hak_va_t){ 0, 0 };
     hak_h_keys_t k = hak_h_keys();
     hak_q_probe();
     hak_h_seal(p, n, slot, by, k);
@@ -529,7 +535,12 @@ void *hak_hardened_realloc(void *p, size_t n) {
         hak_h_check_canary(p, b.n, slot, k.c8, "realloc()");
         old = b.n;
         if (n <= PTRDIFF_MAX && n + 8 <= slot && n + 8 >= slot / 2) {
-            if (n < old) {
+            if (n > old) {
+                /* the old canary's bytes become the block's: zero, as the
+                 * rest of the slot (no secret byte is handed out) */
+                hak_h_canary_t c = hak_h_canary(p, old, slot, k.c8);
+                *(hak_vb_t *)c.at &= ~c.mask;
+            } else if (n < old) {
                 /* the old size's bytes and canary past n: zero, as the
                  * slot's rest -- to a 16-byte step (or the slot's end; the
                  * seal writes the trailer again), so that no free-list

@@ -481,12 +481,38 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     return page;
 }
 
+/* The hardened build: a page whose slot goes back leaves no byte but zero
+ * behind, so that the next page carved there -- of any class, in any heap
+ * -- hands out zeroed blocks and no word of metadata.  Its blocks are all
+ * free, and the hardened layer zeroed each at its free, so only their
+ * free-list words are left (the link and the key, or an aligned block's
+ * mark, in each carved block's first 16 bytes): one 16-byte store a block.
+ * A public heap's blocks are not hardened (never zeroed: the heap is
+ * destroyed with its blocks' data in them): its carved bytes are zeroed
+ * whole, but for the pages that were never touched (hak_os_zero_touched). */
+static void hak_segment_scrub(hak_heap_t *heap, hak_page_t *page) {
+    size_t bsize = page->block_size, cap = HAK_RELAXED(page->capacity);
+    uint8_t *p = page->start, *end = p + cap * bsize;
+    if (cap == 0) return;
+    if (heap->pub_magic) {
+        size_t ps = hak_os_page_size();
+        uint8_t *lo = (uint8_t *)hak_round_up((uintptr_t)p, ps), *hi = (uint8_t *)((uintptr_t)end & ~(ps - 1));
+        if (lo >= hi) { memset(p, 0, (size_t)(end - p)); return; }
+        memset(p, 0, (size_t)(lo - p));
+        hak_os_zero_touched(lo, (size_t)(hi - lo));
+        memset(hi, 0, (size_t)(end - hi));
+        return;
+    }
+    for (; p < end; p += bsize) memset(p, 0, 16);
+}
+
 /* The slot of page goes back to its segment (slot lock held).  The caller
  * may write the page's fields: its owner, or whoever holds the slot lock
  * for a kept page (in no queue, hak_segment_page_keep).  now: when the slot
  * became unused; decay: apply the decay (false from inside it). */
 static void hak_segment_slot_back(hak_heap_t *heap, hak_page_t *page, uint64_t now, bool decay) {
     hak_segment_t *seg = hak_segment_of(page);
+    if (HAK_HARDENED_ENABLED) hak_segment_scrub(heap, page);
     /* the end of what this tenure carved (and so touched) */
     uint8_t *carved_end = page->start + (size_t)HAK_RELAXED(page->capacity) * page->block_size;
     if (hak_span_has_canary(page)) carved_end = hak_span_end(page);   /* and the canary there */

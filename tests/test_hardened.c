@@ -54,6 +54,15 @@ static int misuse(const char *c) {
         p[550] = 'x';
         free(p);
         for (int i = 0; i < 100000; i++) free(malloc(520));
+    } else if (!strcmp(c, "overflow_tail_large")) {  /* 32 bytes past a 256 KiB block: past the */
+        size_t n = (size_t)256 << 10;                  /* canary, in the slot's 32 KiB tail; seen at free */
+        char *p = malloc(n); sink = p;
+        p[n + 32] = 'x';
+        free(p);
+    } else if (!strcmp(c, "overflow_tail_realloc")) {  /* the same in a 5,000-byte block, then realloc */
+        char *p = malloc(5000); sink = p;              /* (a slot of 5,120: its tail from 5,016) */
+        p[5100] = 'x';
+        sink = realloc(p, 4800);
     } else if (!strcmp(c, "overflow_trailer")) {  /* no canary bytes: into the size word */
         char *p = malloc(24); sink = p;
         p[24] = 'x';
@@ -224,6 +233,28 @@ static void test_canary_every_length(void) {
         free(v[n]);
     }
     flush_quarantine();                         /* each checked whole as it leaves */
+}
+
+/* Blocks in slots above 2 KiB have their whole tail past the canary
+ * checked at free (and at realloc): every length from 2,041 to 5,000 bytes
+ * and around 256 KiB, written whole, realloc'd in place and freed, with no
+ * report. */
+static void test_tail_every_length(void) {
+    for (size_t n = 2041; n <= 5000; n++) {
+        char *p = malloc(n);
+        CHECKF(p != NULL, "malloc(%zu)", n);
+        if (!p) continue;
+        memset(p, 0x77, n);
+        if (n % 5 == 0) p = realloc(p, n - n / 8);
+        free(p);
+    }
+    for (size_t n = ((size_t)256 << 10) - 70; n <= ((size_t)256 << 10) + 70; n += 7) {
+        char *p = malloc(n);
+        CHECKF(p != NULL, "malloc(%zu)", n);
+        if (!p) continue;
+        memset(p, 0x77, n);
+        free(p);
+    }
 }
 
 /* Fill pages with blocks of 24 bytes (slots of 32), free them all and let
@@ -681,6 +712,7 @@ int main(int argc, char **argv) {
     RUN_TEST(zero_every_class);
     RUN_TEST(zero_after_heap_destroy);
     RUN_TEST(canary_every_length);
+    RUN_TEST(tail_every_length);
     RUN_TEST(pages_carved_again);
     RUN_TEST(shrink_over_old_words);
     RUN_TEST(huge_reuse);

@@ -7,6 +7,8 @@
  *                         the correct programs (check.h): they must run clean
  */
 #include <dlfcn.h>
+#include <stdbool.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -495,6 +497,55 @@ static void test_zero_after_heap_destroy(void) {
     if (inside == 0) SKIP_TEST("no block came where the destroyed heap's were");
 }
 
+/* ---- far overflows (issue 37) ---- */
+
+/* In a child: a block of n bytes among others of its size (so that pages
+ * around it are in use), then one write `how` far from it: 1 MiB past its
+ * end, or 1 MiB before its start, by a store or by memcpy.  It must fault
+ * (a segment holds pages in its first MiB only; a huge block's mapping
+ * keeps a MiB and more no-access after it).  Returns the child's status. */
+static int far_write(size_t n, int before, int by_memcpy) {
+    pid_t pid = chk_fork(30);
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 2);               /* (the crash report) */
+        static char *v[64];
+        int k = n <= 4096 ? 64 : n <= 65536 ? 24 : 3;
+        for (int i = 0; i < k; i++) v[i] = malloc(n);
+        for (int i = 0; i < 300; i++) sink = malloc((size_t)(i * 97 % 9000) + 1);   /* other classes' pages */
+        char *p = v[k / 2];
+        char *at = before ? p - ((size_t)1 << 20) - 32 : p + n + ((size_t)1 << 20);
+        static const char src[32] = "far away";
+        if (by_memcpy) memcpy(at, src, 32);
+        else *(volatile char *)at = 'x';
+        _exit(0);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return st;
+}
+
+static void test_far_writes(void) {
+    size_t cls[128], ncls = class_sizes(cls), n_sizes = 0;
+    static size_t sizes[160];
+    for (size_t c = 0; c < ncls; c++) sizes[n_sizes++] = cls[c] - 8;
+    static const size_t huge[] = { (size_t)1 << 20, (size_t)3 << 19, (size_t)3 << 20, (size_t)5 << 20 };
+    for (size_t i = 0; i < 4; i++) sizes[n_sizes++] = huge[i];
+    size_t missed = 0;
+    for (size_t i = 0; i < n_sizes; i++)
+        for (int how = 0; how < 3; how++) {
+            int before = how == 2, by_memcpy = how == 1;
+            int st = far_write(sizes[i], before, by_memcpy);
+            bool faulted = WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
+            missed += !faulted;
+            CHECKF(faulted, "a write 1 MiB %s a block of %zu bytes (%s) %s", before ? "before" : "past", sizes[i],
+                   by_memcpy ? "memcpy" : "store",
+                   WIFEXITED(st) ? "landed unseen" : WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "?");
+        }
+    printf("# far writes: %zu of %zu did not fault\n", missed, n_sizes * 3);
+}
+
 /* fresh blocks of a class are not handed out in address order */
 static void test_fresh_order_random(void) {
     enum { N = 200 };
@@ -711,6 +762,7 @@ int main(int argc, char **argv) {
     RUN_TEST(zero_after_reuse);
     RUN_TEST(zero_every_class);
     RUN_TEST(zero_after_heap_destroy);
+    RUN_TEST(far_writes);
     RUN_TEST(canary_every_length);
     RUN_TEST(tail_every_length);
     RUN_TEST(pages_carved_again);

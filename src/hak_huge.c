@@ -301,7 +301,10 @@ static void *hak_huge_guarded(size_t size, size_t align) {
         offset = hak_round_up(base, align);
         end = hak_round_up(offset + n, ps);
     }
-    size_t need = hak_round_up(end + ps, HAK_SEGMENT_SIZE);
+    /* at least HAK_HARDENED_FAR and a page inaccessible after the block: a
+     * write 1 MiB past its end faults in its own mapping, and one 1 MiB
+     * before a block of the next 4 MiB unit lands here (hak_hardened.h) */
+    size_t need = hak_round_up(end + HAK_HARDENED_FAR + ps, HAK_SEGMENT_SIZE);
     size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
     if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff) { errno = ENOMEM; return NULL; }
     size_t lo = offset & ~(ps - 1);

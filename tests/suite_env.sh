@@ -3,6 +3,8 @@
 #   env.install.*       make install / uninstall (PREFIX, DESTDIR), the symlink
 #                       chain and soname, hakmem.pc with pkg-config (dynamic and
 #                       static link), the installed launcher and tools/hakmem
+#   env.install.cmake.* find_package(hakmem CONFIG) in a CMake consumer linked
+#                       with hakmem::hakmem and hakmem::static, run; the version file
 #   env.build_tree.*    build/, build/debug/, build/stats/: a file named after
 #                       libhakmem.so's soname is that library (a link to it)
 #   env.readme.link*    each command of README.md's "Link it" block, run as written
@@ -39,7 +41,7 @@ P=$W/prefix
 mkdir -p "$P/lib"
 echo keep >"$P/lib/unrelated.so"            # must survive uninstall
 if limit 60 make --no-print-directory -s install PREFIX="$P" >"$W/inst.log" 2>&1; then
-    expect="bin/hakmem include/hakmem.h lib/libhakmem-hardened.so lib/libhakmem-hardened.so.$VER lib/libhakmem.a lib/libhakmem.so lib/libhakmem.so.$MAJOR lib/libhakmem.so.$VER lib/pkgconfig/hakmem.pc lib/unrelated.so"
+    expect="bin/hakmem include/hakmem.h lib/cmake/hakmem/hakmem-config-version.cmake lib/cmake/hakmem/hakmem-config.cmake lib/libhakmem-hardened.so lib/libhakmem-hardened.so.$VER lib/libhakmem.a lib/libhakmem.so lib/libhakmem.so.$MAJOR lib/libhakmem.so.$VER lib/pkgconfig/hakmem.pc lib/unrelated.so"
     got=$(cd "$P" && find . \( -type f -o -type l \) | sed 's|^\./||' | sort | tr '\n' ' ')
     [[ $got == "$expect " ]] && pass env.install.files || fail env.install.files "installed: $got; expected: $expect"
     l1=$(readlink "$P/lib/libhakmem.so") l2=$(readlink "$P/lib/libhakmem.so.$MAJOR")
@@ -53,7 +55,7 @@ if limit 60 make --no-print-directory -s install PREFIX="$P" >"$W/inst.log" 2>&1
     [[ $(readlink "$P/lib/libhakmem-hardened.so") == "libhakmem-hardened.so.$VER" ]] &&
         cmp -s "$P/lib/libhakmem-hardened.so.$VER" "$HRD_SO" && pass env.install.hardened ||
         fail env.install.hardened "libhakmem-hardened.so -> $(readlink "$P/lib/libhakmem-hardened.so") (or contents differ from $HRD_SO)"
-    [[ -x $P/bin/hakmem ]] && ! grep -q '@[A-Z_]*@' "$P/bin/hakmem" "$P/lib/pkgconfig/hakmem.pc" &&
+    [[ -x $P/bin/hakmem ]] && ! grep -q '@[A-Z_]*@' "$P/bin/hakmem" "$P/lib/pkgconfig/hakmem.pc" "$P"/lib/cmake/hakmem/*.cmake &&
         pass env.install.substituted || fail env.install.substituted "launcher or hakmem.pc not executable / not substituted"
 else
     fail env.install.make "make install PREFIX=$P failed: $(tail -n 3 "$W/inst.log" | tr '\n' ' ')"
@@ -98,6 +100,101 @@ else
     fi
 fi
 unset PKG_CONFIG_PATH
+
+# CMake: find_package(hakmem CONFIG) against the install in $P, a consumer
+# linked with each imported target, run; hakmem must serve a block libc
+# allocated (strdup).  libc_only.c names no allocation function and no hakmem
+# function but weakly, so only a whole-archive link of libhakmem.a brings
+# hakmem in (a plain libhakmem.a link leaves glibc's malloc); app_none (not
+# linked to hakmem) is the control that must say no.
+CM=$W/cmake
+mkdir -p "$CM"
+cat >"$CM/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.13)
+project(hakmem_consumer C)
+set(WANT "" CACHE STRING "the version asked of find_package")
+find_package(hakmem ${WANT} CONFIG REQUIRED)
+message(STATUS "hakmem ${hakmem_VERSION} from ${hakmem_DIR}")
+add_executable(app_shared app.c)
+target_link_libraries(app_shared PRIVATE hakmem::hakmem)
+add_executable(app_static app.c)
+target_link_libraries(app_static PRIVATE hakmem::static)
+add_executable(libc_only_static libc_only.c)
+target_link_libraries(libc_only_static PRIVATE hakmem::static)
+add_executable(app_none libc_only.c)
+target_include_directories(app_none PRIVATE ${HAKMEM_INCLUDE_DIR})
+EOF
+cat >"$CM/app.c" <<'EOF'
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <hakmem.h>
+int main(void) {
+    char *s = strdup("cmake");                  /* allocated inside libc */
+    hakmem_stats_t st;
+    Dl_info where = { 0 };
+    dladdr((void *)hakmem_owns, &where);
+    int ok = hakmem_owns(s) == 1 && hakmem_stats_get(&st, sizeof st) == 0 && st.bytes_mapped > 0;
+    printf("hakmem: %s %s (from %s)\n", ok ? "yes" : "no", hakmem_version(),
+           where.dli_fname ? where.dli_fname : "nowhere");
+    free(s);
+    return 0;
+}
+EOF
+cat >"$CM/libc_only.c" <<'EOF'
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <hakmem.h>
+#pragma weak hakmem_owns
+#pragma weak hakmem_version
+int main(void) {
+    char *s = strdup("cmake");      /* not freed: free would pull hakmem in by name */
+    Dl_info where = { 0 };
+    if (hakmem_owns) dladdr((void *)hakmem_owns, &where);
+    printf("hakmem: %s %s (from %s)\n", hakmem_owns && hakmem_owns(s) == 1 ? "yes" : "no",
+           hakmem_version ? hakmem_version() : "-", where.dli_fname ? where.dli_fname : "nowhere");
+    return s == NULL;
+}
+EOF
+if ! command -v cmake >/dev/null; then
+    skip env.install.cmake "cmake not installed (tools/install-deps.sh installs it)"
+elif [[ ! -f $P/lib/cmake/hakmem/hakmem-config.cmake ]]; then
+    fail env.install.cmake "no $P/lib/cmake/hakmem/hakmem-config.cmake after make install"
+elif ! limit 60 cmake -S "$CM" -B "$CM/out" -DCMAKE_PREFIX_PATH="$P" -DWANT="$MAJOR.0" >"$CM/conf.log" 2>&1 ||
+    ! limit 60 cmake --build "$CM/out" >"$CM/build.log" 2>&1; then
+    fail env.install.cmake "configure or build of the consumer failed: $(grep -h -m 3 -iE 'error|fatal' "$CM/conf.log" "$CM/build.log" 2>/dev/null | tr '\n' ' ')"
+else
+    grep -q "hakmem $VER from $P/lib/cmake/hakmem" "$CM/conf.log" && pass env.install.cmake.find_package ||
+        fail env.install.cmake.find_package "configure log lacks 'hakmem $VER from $P/lib/cmake/hakmem'"
+    out=$(limit 30 "$CM/out/app_shared" 2>&1)
+    [[ $out == "hakmem: yes $VER (from $P/lib/libhakmem.so.$MAJOR)" ]] && pass env.install.cmake.shared ||
+        fail env.install.cmake.shared "hakmem::hakmem consumer said '$out'"
+    out=$(limit 30 "$CM/out/app_static" 2>&1)
+    out2=$(limit 30 "$CM/out/libc_only_static" 2>&1)
+    if [[ $out == "hakmem: yes $VER (from $CM/out/app_static)" &&
+          $out2 == "hakmem: yes $VER (from $CM/out/libc_only_static)" ]] &&
+        ! readelf -d "$CM/out/app_static" | grep -q 'NEEDED.*libhakmem'; then
+        pass env.install.cmake.static
+    else
+        fail env.install.cmake.static "hakmem::static consumers said '$out' / '$out2' (or linked libhakmem.so)"
+    fi
+    out=$(limit 30 "$CM/out/app_none" 2>&1)
+    [[ $out == "hakmem: no - (from nowhere)" ]] && pass env.install.cmake.control ||
+        fail env.install.cmake.control "the consumer without hakmem said '$out': the check proves nothing"
+    # the version file: a newer major is refused, a range holding VER accepted
+    if ! limit 60 cmake -S "$CM" -B "$CM/out_v" -DCMAKE_PREFIX_PATH="$P" -DWANT="$((MAJOR + 1)).0" \
+        >"$CM/v1.log" 2>&1 && grep -q 'with requested version' "$CM/v1.log" &&
+        limit 60 cmake -S "$CM" -B "$CM/out_r" -DCMAKE_PREFIX_PATH="$P" -DWANT="$MAJOR.0...$((MAJOR + 1)).0" \
+        >"$CM/v2.log" 2>&1; then
+        pass env.install.cmake.version
+    else
+        fail env.install.cmake.version "find_package(hakmem $((MAJOR + 1)).0) not refused, or $MAJOR.0...$((MAJOR + 1)).0 refused: $(grep -h -m 2 -i error "$CM/v1.log" "$CM/v2.log" | tr '\n' ' ')"
+    fi
+fi
 
 # the launcher: installed copy and source-tree copy
 launcher() {

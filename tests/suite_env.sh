@@ -231,6 +231,48 @@ launcher() {
         if ((rc != 2)) || [[ -z $out ]]; then bad=1 why+="'$args' -> exit $rc '$out'; "; fi
     done
     ((bad == 0)) && pass "env.$tag.bad_usage_exit_2" || fail "env.$tag.bad_usage_exit_2" "$why"
+    # run --version: the library's own banner from a process it was loaded into
+    out=$(limit 30 "$L" run --version 2>&1)
+    out2=$(limit 30 "$L" run --hardened --profile lean --version 2>&1)
+    if [[ $out == "hakmem $VER (release build), profile balanced"$'\n'"library: $lib" &&
+          $out2 == "hakmem $VER (hardened build), profile lean"$'\n'"library: $hlib" ]]; then
+        pass "env.$tag.run_version"
+    else
+        fail "env.$tag.run_version" "run --version said '$out' / '$out2'"
+    fi
+    # --heap-profile without its file: an error, and no profile named "--"
+    mkdir -p "$W/hp_$tag"
+    out=$(cd "$W/hp_$tag" && limit 30 "$L" run --heap-profile -- /bin/true 2>&1)
+    rc=$?
+    out2=$(cd "$W/hp_$tag" && limit 30 "$L" run --heap-profile=-o -- /bin/true 2>&1)
+    rc2=$?
+    if ((rc == 2 && rc2 == 2)) && [[ $out == *"--heap-profile needs a file name"* ]] &&
+        [[ -z $(ls -A "$W/hp_$tag") ]]; then
+        pass "env.$tag.heap_profile_needs_file"
+    else
+        fail "env.$tag.heap_profile_needs_file" "exit $rc/$rc2, '$out', files: $(ls -A "$W/hp_$tag" | tr '\n' ' ')"
+    fi
+    # a command that is not there, or cannot run: the launcher's own words
+    out=$(limit 30 "$L" run -- hakmem-no-such-program 2>&1)
+    rc=$?
+    [[ $rc == 127 && $out == "hakmem: hakmem-no-such-program: command not found" ]] &&
+        pass "env.$tag.command_not_found" || fail "env.$tag.command_not_found" "exit $rc: '$out'"
+    out=$(limit 30 "$L" run -- "$W/no/such/prog" 2>&1)
+    rc=$?
+    [[ $rc == 127 && $out == "hakmem: $W/no/such/prog: No such file or directory" ]] &&
+        pass "env.$tag.no_such_file" || fail "env.$tag.no_such_file" "exit $rc: '$out'"
+    printf '#!/bin/sh\necho ran\n' >"$W/noexec_$tag" && chmod 644 "$W/noexec_$tag"
+    out=$(limit 30 "$L" run -- "$W/noexec_$tag" 2>&1)
+    rc=$?
+    out2=$(limit 30 "$L" run -- "$W" 2>&1)
+    rc2=$?
+    [[ $rc == 126 && $out == "hakmem: $W/noexec_$tag: Permission denied" &&
+       $rc2 == 126 && $out2 == "hakmem: $W: Is a directory" ]] &&
+        pass "env.$tag.cannot_execute" || fail "env.$tag.cannot_execute" "exit $rc: '$out'; exit $rc2: '$out2'"
+    # found through PATH, also through an empty entry (the current directory)
+    chmod 755 "$W/noexec_$tag"
+    out=$(cd "$W" && PATH=/usr/bin:/bin: limit 30 "$L" run "noexec_$tag" 2>&1)
+    [[ $out == ran ]] && pass "env.$tag.path_lookup" || fail "env.$tag.path_lookup" "PATH=/usr/bin:/bin: said '$out'"
 }
 if [[ -x $P/bin/hakmem && -x $T/check_preload ]]; then
     launcher launcher_installed "$P/bin/hakmem" "$P/lib/libhakmem.so.$MAJOR" "$P/lib/libhakmem-hardened.so"
@@ -243,12 +285,35 @@ else
     skip env.launcher_installed "no installed launcher or no $T/check_preload (make test-bins)"
 fi
 if [[ -x $T/check_preload ]]; then
-    launcher launcher_source tools/hakmem "$REL_SO" "$HRD_SO"
+    launcher launcher_source "$ROOT/tools/hakmem" "$REL_SO" "$HRD_SO"
     ln -s "$ROOT/tools/hakmem" "$W/hakmem-link"   # found through a symlink too
     out=$(limit 30 "$W/hakmem-link" run -- "$T/check_preload" release 2>&1) && pass env.launcher_source.symlink ||
         fail env.launcher_source.symlink "$out"
 else
     skip env.launcher_source "no $T/check_preload (make test-bins)"
+fi
+
+# the synopsis is complete: every option the launcher's parser takes (its
+# case labels) is in --help, and run's options in install.md's synopsis;
+# --heap-profile is in README.md too
+opts=$(sed -n 's/^ *\(-[-a-zA-Z][-a-zA-Z=]*\)\*\{0,1\}\( | \(-[-a-zA-Z]*\)\)\{0,1\})\( .*\)\{0,1\}$/\1 \3/p' tools/hakmem |
+      tr ' ' '\n' | grep -v '^-*$' | sort -u)
+help=$(limit 30 tools/hakmem --help 2>&1)
+synopsis=$(awk '/^## The launcher/ { f = 1; next } f && /^    / { print } f && /^[^ ]/ && seen { exit } f && /^    / { seen = 1 }' docs/install.md)
+missing=
+for o in $opts; do
+    [[ $help == *"$o"* ]] || missing+="$o (--help) "
+    case $o in --hardened | --profile* | --stats* | --heap-profile* | --version)
+        [[ $synopsis == *"$o"* ]] || missing+="$o (install.md) " ;;
+    esac
+done
+grep -q -- '--heap-profile' README.md || missing+="--heap-profile (README.md) "
+if [[ -z $opts || $opts != *--heap-profile=* ]]; then
+    fail env.launcher.synopsis "no options read from tools/hakmem's case labels: '$opts'"
+elif [[ -n $missing ]]; then
+    fail env.launcher.synopsis "missing: $missing"
+else
+    pass env.launcher.synopsis
 fi
 
 if limit 60 make --no-print-directory -s uninstall PREFIX="$P" >"$W/uninst.log" 2>&1; then

@@ -7,8 +7,12 @@
 #                       with hakmem::hakmem and hakmem::static, run; the version file
 #   env.build_tree.*    build/, build/debug/, build/stats/: a file named after
 #                       libhakmem.so's soname is that library (a link to it)
-#   env.readme.link*    each command of README.md's "Link it" block, run as written
-#                       on a small prog.c: hakmem must serve the program's malloc
+#   env.readme.*        README.md's first steps run as written: each command of
+#                       "Link it" on a small prog.c that includes hakmem.h (hakmem
+#                       must serve its malloc), "Install it" (make install into
+#                       $HOME/.local, pkg-config, the program starts), "Is it
+#                       active?" (the banner); "What make test installs" lists
+#                       tools/install-deps.sh's packages
 #   env.dlopen.*        a plug-in (dlopen, RTLD_LOCAL) allocating and freeing
 #                       across the boundary, also after dlclose
 #   env.deepbind.*      the same plug-in loaded with RTLD_DEEPBIND
@@ -82,7 +86,7 @@ if ! command -v pkg-config >/dev/null; then
 else
     mv=$(pkg-config --modversion hakmem 2>&1)
     fl=$(pkg-config --cflags --libs hakmem 2>&1)
-    [[ $mv == "$VER" && $fl == *"-I$P/include"* && $fl == *"-L$P/lib"* && $fl == *-lhakmem* ]] &&
+    [[ $mv == "$VER" && $fl == *"-I$P/include"* && $fl == *"-L$P/lib"* && $fl == *"-Wl,-rpath,$P/lib"* && $fl == *-lhakmem* ]] &&
         pass env.install.pkg_config || fail env.install.pkg_config "modversion '$mv', flags '$fl'"
     # shellcheck disable=SC2046
     if gcc "$W/pc.c" $(pkg-config --cflags --libs hakmem) -Wl,-rpath,"$P/lib" -o "$W/pc_dyn" 2>"$W/cc.err"; then
@@ -343,6 +347,24 @@ else
     fail env.install.destdir "make install DESTDIR=... failed: $(tail -n 3 "$W/inst2.log" | tr '\n' ' ')"
 fi
 
+# hakmem.pc's rpath: none for the loader's own directories (PC_RPATH=auto),
+# none with PC_RPATH=no, present with PC_RPATH=yes
+D=$W/stage_rpath
+MA=$(cc -print-multiarch)
+rp=
+for args in "PREFIX=/usr LIBDIR=/usr/lib/$MA" "PREFIX=/usr" "PREFIX=/opt/h PC_RPATH=no" "PREFIX=/usr PC_RPATH=yes"; do
+    rm -rf "$D"
+    # shellcheck disable=SC2086
+    limit 60 make --no-print-directory -s install DESTDIR="$D" $args >/dev/null 2>&1
+    rp+="$(find "$D" -name hakmem.pc -exec grep -h '^Libs:' {} + 2>/dev/null);"
+done
+rm -rf "$D"
+if [[ $rp == 'Libs: -L${libdir} -lhakmem;Libs: -L${libdir} -lhakmem;Libs: -L${libdir} -lhakmem;Libs: -L${libdir} -Wl,-rpath,${libdir} -lhakmem;' ]]; then
+    pass env.install.pc_rpath
+else
+    fail env.install.pc_rpath "Libs lines for /usr/lib/$MA, /usr, PC_RPATH=no, PC_RPATH=yes: $rp"
+fi
+
 # ---- the build tree as a library directory ----
 # every libhakmem.so of the build tree has a file named after its soname (the
 # name a program linked with -lhakmem asks the loader for): that same library
@@ -355,17 +377,26 @@ for d in build build/debug build/stats; do
         fail "env.build_tree.soname.${d//\//_}" "$d/libhakmem.so has soname '$so'; $d/$so is not that library (make release debug stats)"
     fi
 done
+# ---- README.md's first steps, run as written ----
+# readme_block HEADING: the lines of the first fenced block after the README
+# line HEADING (one command a line, blank lines dropped)
+readme_block() {
+    awk -v h="$1" '$0 == h { f = 1; next } f == 1 && /^```/ { f = 2; next }
+                   f == 2 && /^```/ { exit } f == 2 && NF' README.md
+}
 # the commands of README.md's "Link it" block, run as written in a directory
-# that looks like the source tree (build -> the real build/): each must build
-# prog.c and run it, and the program must find hakmem serving its malloc
+# that looks like the source tree (build and include -> the real ones): each
+# must build prog.c, which includes hakmem.h, and run it, and the program
+# must find hakmem serving its malloc
 R=$W/readme
-mkdir -p "$R" && ln -s "$ROOT/build" "$R/build"
+mkdir -p "$R" && ln -s "$ROOT/build" "$R/build" && ln -s "$ROOT/include" "$R/include"
 cat >"$R/prog.c" <<'PROG'
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
-int hakmem_owns(const void *p) __attribute__((weak));
+#include <hakmem.h>
+#pragma weak hakmem_owns   /* so that the control below links without hakmem */
 int main(void) {
     void *p = malloc(123);
     Dl_info where = { 0 };
@@ -376,10 +407,9 @@ int main(void) {
     return 0;
 }
 PROG
-mapfile -t link_cmds < <(awk '/^Link it/ { f = 1; next } f == 1 && /^```/ { f = 2; next }
-                               f == 2 && /^```/ { exit } f == 2 && NF' README.md)
+mapfile -t link_cmds < <(readme_block '### Link it')
 if ((${#link_cmds[@]} == 0)); then
-    fail env.readme.link "no commands in the fenced block after README.md's \"Link it\""
+    fail env.readme.link "no commands in the fenced block after README.md's \"### Link it\""
 fi
 i=0
 for cmd in "${link_cmds[@]}"; do
@@ -394,9 +424,54 @@ for cmd in "${link_cmds[@]}"; do
     fi
 done
 # negative control: the same program without hakmem must say no
-out=$(cd "$R" && rm -f a.out && cc prog.c 2>&1 && timeout -k 5 30 ./a.out 2>&1)
+out=$(cd "$R" && rm -f a.out && cc -Iinclude prog.c 2>&1 && timeout -k 5 30 ./a.out 2>&1)
 [[ $out == "hakmem: no "* ]] && pass env.readme.control ||
     fail env.readme.control "prog.c without hakmem said '$out': the check proves nothing"
+
+# "Install it": make install into $HOME/.local, pkg-config, the link line --
+# run as one script, as written, with HOME a fresh directory, in a copy of
+# the source tree made of links (its build/ is the real one, up to date)
+RI=$W/readme_install
+mkdir -p "$RI" "$W/home"
+for f in "$ROOT"/*; do ln -s "$f" "$RI/${f##*/}"; done
+cp "$R/prog.c" "$RI/prog.c"
+install_cmds=$(readme_block '### Install it')
+if [[ $install_cmds != *"make install"* || $install_cmds != *pkg-config* ]]; then
+    fail env.readme.install "the block after README.md's \"### Install it\" has no make install and pkg-config: '$install_cmds'"
+else
+    out=$(cd "$RI" && HOME=$W/home timeout -k 5 60 bash -e -c "$install_cmds" 2>&1)
+    rc=$?
+    if ((rc == 0)) && [[ $(tail -n 1 <<<"$out") == "hakmem: yes (hakmem_owns from $W/home/.local/lib/libhakmem.so.$MAJOR)" ]]; then
+        pass env.readme.install
+    else
+        fail env.readme.install "exit $rc (in $RI, HOME=$W/home): $(tail -c 400 <<<"$out" | tr '\n' ' ')"
+    fi
+fi
+
+# "Is it active?": each line shows the library's banner
+mapfile -t active_cmds < <(readme_block '### Is it active?')
+ln -s "$ROOT/tools" "$R/tools"
+i=0
+for cmd in "${active_cmds[@]}"; do
+    i=$((i + 1))
+    out=$(cd "$R" && timeout -k 5 30 bash -c "$cmd" 2>&1)
+    rc=$?
+    if ((rc == 0)) && [[ $out == "hakmem $VER (release build), profile balanced"* ]]; then
+        pass "env.readme.active$i"
+    else
+        fail "env.readme.active$i" "'$cmd': exit $rc, output: $(head -c 300 <<<"$out" | tr '\n' ' ')"
+    fi
+done
+((${#active_cmds[@]} >= 2)) || fail env.readme.active "fewer than 2 commands after README.md's \"### Is it active?\""
+
+# "What make test installs" names the packages tools/install-deps.sh installs
+readme_pkgs=$(readme_block '#### What `make test` installs' | tr -s ' \t' '\n' | grep . | sort)
+deps_pkgs=$(bash -c 'eval "$(sed -n "/^PACKAGES=(/,/)/p" tools/install-deps.sh)" && printf "%s\n" "${PACKAGES[@]}"' | sort)
+if [[ -n $deps_pkgs && $readme_pkgs == "$deps_pkgs" ]]; then
+    pass env.readme.deps
+else
+    fail env.readme.deps "README.md lists '$(tr '\n' ' ' <<<"$readme_pkgs")', tools/install-deps.sh installs '$(tr '\n' ' ' <<<"$deps_pkgs")'"
+fi
 
 # ---- the preload itself ----
 if [[ -x $T/check_preload ]]; then

@@ -1,7 +1,8 @@
 # bench/bench.mk -- benchmark workloads and `make bench` (included by ../Makefile).
 #   make bench            full comparison (5 interleaved repetitions, up to 20 for
 #                         a workload whose verdict is open; about 7 min: 6 min 37 s and 6 min 40 s on fresh clones, 2026-11-25)
-#   make bench QUICK=1    short comparison (3 repetitions, < 3 min)
+#   make bench QUICK=1    short comparison (3 repetitions, < 3 min; verdicts by the
+#                         t interval where the difference is large: docs/benchmarks.md)
 #   make bench PEERS="name=/path/lib.so ..."
 #                         add preloadable allocators (e.g. mimalloc 3.x,
 #                         snmalloc, rpmalloc built from source) to every table,

@@ -22,9 +22,19 @@ check_proof); a failed proof aborts the whole comparison (exit 3).  A missing
 peer library (or PEERS entry) aborts before anything runs (exit 2).  A crashed or timed-out run
 is reported and the comparison continues, but the exit status is 1.
 
-Outputs (in --out-dir, default build/bench/results/, outside git): a table on
-stdout, latest.csv (summary), latest_runs.csv (every run), latest.md (markdown
-table + machine), latest.png.  `--snapshot` (make bench-snapshot) copies the
+Verdicts (hakmem against the faster peer): the sign test's interval of the
+median paired ratio from 7 repetitions; with 3 to 6 (QUICK's 3) the t interval
+of their geometric mean (bench/stats.py geomean_ci); with fewer, none, said in
+one line.
+
+Each allocator's version (allocator_versions: dpkg-query for glibc and the
+Debian peers, the source tree for hakmem, NAME@VERSION or the file name for a
+PEERS entry) is in the table, both CSVs and the chart's legend.
+
+Outputs (in --out-dir, default build/bench/results/, outside git): a compact
+table on stdout (at most 100 columns), latest.csv (summary), latest_runs.csv
+(every run), latest.md (the full table + verdicts + machine), latest.png (two
+panels: throughput ratio and peak RSS, error bars from the repetitions).  `--snapshot` (make bench-snapshot) copies the
 latest results into results/, the committed snapshot, and runs nothing.
 See docs/benchmarks.md.
 """
@@ -194,20 +204,97 @@ def resolve_allocators(selected, hakmem_lib, candidate_lib=None):
     return chosen
 
 
+# ---- each allocator's version: the table, the CSVs and the chart name it ----
+GLIBC_PACKAGE = "libc6"
+
+
+def dpkg_version(package):
+    """The installed version of a Debian package (dpkg-query), or None."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    v = out.stdout.strip()
+    return v if out.returncode == 0 and v else None
+
+
+def hakmem_version(lib):
+    """HAKMEM_VERSION_STRING of the source tree the library was built in (the
+    include/hakmem.h above build/libhakmem.so, build/<variant>/libhakmem.so),
+    with that tree's git commit when it is a checkout ("0.1.0+e3f0e9c");
+    None when the library lies outside a source tree."""
+    d = os.path.dirname(os.path.abspath(lib))
+    for _ in range(4):
+        d = os.path.dirname(d)
+        hdr = os.path.join(d, "include", "hakmem.h")
+        if os.path.isfile(hdr):
+            m = re.search(r'^#define HAKMEM_VERSION_STRING "([^"]+)"', open(hdr).read(), re.M)
+            if not m:
+                return None
+            try:
+                out = subprocess.run(["git", "-C", d, "rev-parse", "--short", "HEAD"],
+                                     capture_output=True, text=True, timeout=30)
+                commit = out.stdout.strip() if out.returncode == 0 else ""
+            except (OSError, subprocess.SubprocessError):
+                commit = ""
+            return m.group(1) + ("+" + commit if commit else "")
+    return None
+
+
+def version_from_file_name(path):
+    """A PEERS library's version from its file name, after following links:
+    libmimalloc.so.3.4 -> 3.4, librpmalloc-1.4.5.so -> 1.4.5; None without one."""
+    base = os.path.basename(os.path.realpath(path))
+    m = (re.search(r"\.so\.(\d+(?:\.\w+)*)$", base) or
+         re.search(r"[-_](\d+(?:\.\d+)+)\.so$", base))
+    return m.group(1) if m else None
+
+
+UNKNOWN_VERSION = "unknown"
+
+
+def allocator_versions(allocs, peer_versions=None):
+    """{allocator name: version string}: hakmem and a candidate from their
+    source tree, glibc and the Debian peers from dpkg-query of their package,
+    a PEERS entry from its NAME@VERSION or else its file name; 'unknown'
+    where none of these says."""
+    peer_versions = peer_versions or {}
+    pkgs = dict((name, pkg) for name, _, pkg in ALLOCATORS)
+    pkgs["glibc"] = GLIBC_PACKAGE
+    out = {}
+    for name, lib in allocs:
+        if name in peer_versions:
+            v = peer_versions[name] or version_from_file_name(lib)
+        elif name in ("hakmem", CANDIDATE):
+            v = hakmem_version(lib) if lib else None
+        else:
+            v = dpkg_version(pkgs[name]) if pkgs.get(name) else None
+        out[name] = v or UNKNOWN_VERSION
+    return out
+
+
 ELF_MAGIC = b"\x7fELF"
 
 
-def parse_peers(specs, taken):
+def parse_peers(specs, taken, versions=None):
     """[(name, absolute library path)] from --peers arguments, each a
-    whitespace-separated list of NAME=PATH; exit 2 naming any entry that is
-    malformed, clashes with another allocator's name or whose file is missing
-    or no ELF file."""
+    whitespace-separated list of NAME=PATH or NAME@VERSION=PATH; exit 2
+    naming any entry that is malformed, clashes with another allocator's name
+    or whose file is missing or no ELF file.  versions (a dict), if given,
+    gets {name: VERSION or None} for every entry."""
     peers, errors = [], []
     for spec in specs:
         for entry in spec.split():
             name, sep, path = entry.partition("=")
             if not sep or not name or not path:
-                errors.append("PEERS entry %r: want NAME=/path/to/lib.so" % entry)
+                errors.append("PEERS entry %r: want NAME=/path/to/lib.so or "
+                              "NAME@VERSION=/path/to/lib.so" % entry)
+                continue
+            name, at, version = name.partition("@")
+            if at and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.+~:-]*$", version):
+                errors.append("PEERS entry %r: the version %r may hold only letters, digits "
+                              "and _ . + ~ : -" % (entry, version))
                 continue
             if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", name):
                 errors.append("PEERS entry %r: the name %r may hold only letters, digits "
@@ -231,6 +318,8 @@ def parse_peers(specs, taken):
                 errors.append("PEERS entry %s: %s is not an ELF shared object" % (name, path))
                 continue
             peers.append((name, path))
+            if versions is not None:
+                versions[name] = version or None
     if errors:
         for e in errors:
             print(e if e.startswith("MISSING PEER") else "run.py: " + e, file=sys.stderr)
@@ -339,9 +428,12 @@ def summarize(runs, allocs, workloads, sysc):
             if ok:
                 tput = [f["ops_per_sec"] for f in ok]
                 row["median_ops_per_sec"] = stats.median(tput)
+                row["min_ops_per_sec"], row["max_ops_per_sec"] = min(tput), max(tput)
                 row["cv"] = stats.cv(tput)
                 row["median_seconds"] = stats.median([f["seconds"] for f in ok])
-                row["peak_rss_kb"] = stats.median([f.get("peak_rss_kb", 0) for f in ok])
+                rss = [f.get("peak_rss_kb", 0) for f in ok]
+                row["peak_rss_kb"] = stats.median(rss)
+                row["min_peak_rss_kb"], row["max_peak_rss_kb"] = min(rss), max(rss)
                 usage = [(r.usage, r.fields["ops"]) for r in runs
                          if r.workload == wl and r.alloc == a and r.fields and r.usage]
                 if usage:
@@ -388,6 +480,11 @@ def summarize(runs, allocs, workloads, sysc):
 # allocators that is truly level gets a wrong verdict in at most about 6 % of
 # the comparisons.
 VERDICT_LEVEL = 0.98
+# The sign test's interval needs this many paired ratios at VERDICT_LEVEL
+# (7 at 98 %: with 6, even all six on one side has probability 1/64 > 1 %);
+# with fewer (QUICK: 3), the final reading uses the t interval of the
+# geometric mean instead (stats.geomean_ci; docs/benchmarks.md, "Verdicts")
+SIGN_MIN_REPS = next(n for n in range(1, 100) if stats.median_ci(list(range(n)), VERDICT_LEVEL))
 
 
 def _subjects(allocs):
@@ -413,10 +510,14 @@ def best_peers(runs, allocs, workloads):
     return best
 
 
-def comparisons(runs, allocs, workloads, peers, level=VERDICT_LEVEL):
+def comparisons(runs, allocs, workloads, peers, level=VERDICT_LEVEL, few=False):
     """Per workload: hakmem (and a candidate) against the peer in `peers`,
     and a candidate against hakmem.  Each: the per-repetition throughput
-    ratios' median, its confidence interval at `level` and the verdict."""
+    ratios' median, its sign-test confidence interval at `level` and the
+    verdict (method "sign").  few=True (the final reading of a run): a
+    comparison with too few ratios for the sign test but at least
+    stats.T_MIN_REPS gets the t interval of the ratios' geometric mean
+    instead (method "t"; ratio is then that geometric mean)."""
     names = [a for a, _ in allocs]
     out = []
     for wl in workloads:
@@ -427,9 +528,13 @@ def comparisons(runs, allocs, workloads, peers, level=VERDICT_LEVEL):
             rs = stats.paired_ratios(_throughputs(runs, wl, a), _throughputs(runs, wl, b))
             if not rs:
                 continue
-            ci = stats.median_ci(rs, level)
+            ci, method, est = stats.median_ci(rs, level), "sign", stats.median(rs)
+            if ci is None:
+                method = "-"
+                if few and len(rs) >= stats.T_MIN_REPS:
+                    ci, method, est = stats.geomean_ci(rs, level), "t", stats.geomean(rs)
             out.append({"workload": wl, "allocator": a, "against": b, "reps": len(rs),
-                        "ratio": stats.median(rs), "ci": ci, "verdict": stats.verdict(ci)})
+                        "ratio": est, "ci": ci, "method": method, "verdict": stats.verdict(ci)})
     return out
 
 
@@ -443,23 +548,32 @@ def undecided(comps):
 
 
 def verdict_lines(comps, markdown=False):
+    """The verdicts, each under 100 columns; a single line when no
+    comparison has enough repetitions for one."""
     if not comps:
         return []
-    title = ("Verdicts: per-repetition throughput ratios of interleaved runs, median and "
-             "%g %% confidence interval (sign test); ahead or behind when the interval "
-             "excludes 1" % (VERDICT_LEVEL * 100))
+    if all(c["verdict"] == "too few runs" for c in comps):
+        most = max(c["reps"] for c in comps)
+        return ["Verdicts: none: %d paired repetition%s, and a verdict needs %d (docs/benchmarks.md)."
+                % (most, "" if most == 1 else "s", stats.T_MIN_REPS)]
+    title = ["Verdicts (%g %% intervals of the per-repetition throughput ratio of interleaved runs;"
+             % (VERDICT_LEVEL * 100),
+             "ahead/behind when the interval excludes 1; sign: median, sign test, %d+ reps;"
+             % SIGN_MIN_REPS,
+             "t: geometric mean, t test on the logarithms, %d-%d reps):"
+             % (stats.T_MIN_REPS, SIGN_MIN_REPS - 1)]
     fmt_ci = lambda c: "[%.3f, %.3f]" % c["ci"] if c["ci"] else "-"
     if markdown:
-        lines = [title + ":", "", "| workload | allocator | against | reps | ratio | CI | verdict |",
-                 "|---|---|---|---|---|---|---|"]
-        lines += ["| %s | %s | %s | %d | %.3f | %s | %s |" % (
+        lines = [" ".join(title), "", "| workload | allocator | against | reps | ratio | CI | method | verdict |",
+                 "|---|---|---|---|---|---|---|---|"]
+        lines += ["| %s | %s | %s | %d | %.3f | %s | %s | %s |" % (
             c["workload"], c["allocator"], c["against"], c["reps"], c["ratio"], fmt_ci(c),
-            c["verdict"]) for c in comps]
+            c["method"], c["verdict"]) for c in comps]
         return lines
-    lines = [title + ":"]
-    lines += ["  %-22s %-9s vs %-9s %3d reps  %.3f %-16s  %s" % (
+    lines = title[:]
+    lines += ["  %-22s %-9s vs %-9s %3d reps  %.3f %-16s %-4s  %s" % (
         c["workload"], c["allocator"], c["against"], c["reps"], c["ratio"], fmt_ci(c),
-        c["verdict"]) for c in comps]
+        c["method"], c["verdict"]) for c in comps]
     return lines
 
 
@@ -476,7 +590,8 @@ def add_verdicts(rows, comps):
         if c:
             row.update(verdict_against=c["against"], verdict_reps=c["reps"],
                        verdict_ratio=c["ratio"], verdict_lo=c["ci"][0] if c["ci"] else None,
-                       verdict_hi=c["ci"][1] if c["ci"] else None, verdict=c["verdict"])
+                       verdict_hi=c["ci"][1] if c["ci"] else None,
+                       verdict_method=c["method"], verdict=c["verdict"])
 
 
 def notes_for(row):
@@ -493,13 +608,17 @@ def notes_for(row):
     return " ".join(n)
 
 
-def table_lines(rows, geo, markdown=False):
-    hdr = ["workload", "allocator", "median ops/s", "CV%", "vs " + BASELINE, "median s",
-           "peak RSS MB", "minor faults/op", "faults vs " + BASELINE, "mmap-family syscalls/op",
-           "notes"]
+def table_lines(rows, geo, markdown=False, versions=None):
+    """The full table (latest.md; plain text with markdown=False, wider than
+    a terminal): every column, the allocators' versions in a column."""
+    versions = versions or {}
+    hdr = ["workload", "allocator", "version", "median ops/s", "CV%", "vs " + BASELINE,
+           "median s", "peak RSS MB", "minor faults/op", "faults vs " + BASELINE,
+           "mmap-family syscalls/op", "notes"]
     body = []
     for r in rows:
-        body.append([r["workload"], r["allocator"], fmt_rate(r.get("median_ops_per_sec")),
+        body.append([r["workload"], r["allocator"], versions.get(r["allocator"], UNKNOWN_VERSION),
+                     fmt_rate(r.get("median_ops_per_sec")),
                      fmt_opt(r["cv"] * 100 if "cv" in r else None, "%.1f"),
                      fmt_opt(r.get("ratio_vs_" + BASELINE), "%.3f"),
                      fmt_opt(r.get("median_seconds"), "%.3f"),
@@ -524,16 +643,84 @@ def table_lines(rows, geo, markdown=False):
             prev = b[0]
             lines.append(fmt % tuple(b))
     lines.append("")
+    return lines + geomean_lines(geo, markdown)
+
+
+def geomean_lines(geo, markdown=False):
     if markdown:
-        lines.append("| allocator | geometric mean of throughput ratio vs %s | workloads |"
-                     % BASELINE)
-        lines.append("|---|---|---|")
-        lines += ["| %s | %s | %d |" % (a, fmt_opt(g, "%.3f"), n) for a, (g, n) in geo.items()]
-        return lines
-    lines.append("Geometric mean of throughput ratio vs %s:" % BASELINE)
+        lines = ["| allocator | geometric mean of throughput ratio vs %s | workloads |"
+                 % BASELINE, "|---|---|---|"]
+        return lines + ["| %s | %s | %d |" % (a, fmt_opt(g, "%.3f"), n) for a, (g, n) in geo.items()]
+    lines = ["Geometric mean of throughput ratio vs %s:" % BASELINE]
     for a, (g, n) in geo.items():
         lines.append("  %-9s %s (over %d workloads)" % (a, fmt_opt(g, "%.3f"), n))
     return lines
+
+
+COMPACT_WIDTH = 100
+
+
+def compact_table_lines(rows, geo, versions=None, width=COMPACT_WIDTH, full_table=None):
+    """The table make bench prints: the columns that compare, each line at
+    most `width` columns.  The allocator column names each allocator with its
+    version ("mimalloc 2.0.9-1"); when that would make a line too wide, the
+    versions go to a line of their own above the table.  The full table
+    (every column, notes) is in latest.md (full_table: its path)."""
+    versions = versions or {}
+    hdr = ["workload", "allocator", "ops/s", "CV%", "ratio", "RSS MB", "faults/op", "sysc/op"]
+
+    def body(with_versions):
+        out = []
+        for r in rows:
+            a = r["allocator"]
+            if with_versions:
+                a += " " + versions.get(a, UNKNOWN_VERSION)
+            out.append([r["workload"], a, fmt_rate(r.get("median_ops_per_sec")),
+                        fmt_opt(r["cv"] * 100 if "cv" in r else None, "%.1f"),
+                        fmt_opt(r.get("ratio_vs_" + BASELINE), "%.3f"),
+                        fmt_opt(r["peak_rss_kb"] / 1024.0 if "peak_rss_kb" in r else None, "%.1f"),
+                        fmt_faults(r.get("minflt_per_op")),
+                        fmt_opt(r.get("syscalls_per_op"), "%.1e")])
+        return out
+
+    def widths(b):
+        return [max(len(hdr[i]), *(len(x[i]) for x in b)) for i in range(len(hdr))]
+
+    b = body(True)
+    w = widths(b) if b else [len(h) for h in hdr]
+    lines = []
+    if sum(w) + 2 * (len(w) - 1) > width:
+        b = body(False)
+        w = widths(b) if b else [len(h) for h in hdr]
+        names = list(dict.fromkeys(r["allocator"] for r in rows))
+        lines += _wrap("versions: " + ", ".join("%s %s" % (a, versions.get(a, UNKNOWN_VERSION))
+                                               for a in names), width)
+    # text columns left, numbers right
+    fmt = "  ".join(("%%-%ds" if i < 2 else "%%%ds") % x for i, x in enumerate(w))
+    lines.append((fmt % tuple(hdr)).rstrip())
+    lines.append("-" * min(width, sum(w) + 2 * (len(w) - 1)))
+    prev = None
+    for row, x in zip(rows, b):
+        if prev is not None and x[0] != prev:
+            lines.append("")
+        prev = x[0]
+        lines.append((fmt % tuple(x)).rstrip())
+    failed = ["%s/%s %d" % (r["workload"], r["allocator"], r["failed_runs"])
+              for r in rows if r.get("failed_runs")]
+    if failed:
+        lines += _wrap("FAILED runs (workload/allocator count): " + ", ".join(failed), width)
+    lines += _wrap("ops/s: median throughput; CV%%: its coefficient of variation; ratio: ops/s / "
+                   "%s's; RSS MB: median peak RSS; faults/op: minor page faults per op; "
+                   "sysc/op: mmap-family syscalls per op%s"
+                   % (BASELINE, "; every column: " + full_table if full_table else ""), width)
+    lines.append("")
+    return lines + geomean_lines(geo)
+
+
+def _wrap(text, width):
+    import textwrap
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False,
+                         subsequent_indent="  ")
 
 
 def write_csv(path, rows):
@@ -547,7 +734,44 @@ def write_csv(path, rows):
             w.writerow(r)
 
 
-def write_chart(path, rows, geo, allocs, workloads, title):
+def chart_series(rows, geo, allocs, workloads, versions=None):
+    """What the chart draws, per allocator: its legend label (name and
+    version); per workload its throughput ratio to mimalloc's median with the
+    error bar (lowest and highest repetition, each divided by mimalloc's
+    median; as distances below and above the bar), then the geometric mean
+    (no error bar); per workload its median peak RSS in MB with the lowest
+    and highest repetition.  A workload the allocator did not run has 0."""
+    versions = versions or {}
+    row_of = dict(((x["workload"], x["allocator"]), x) for x in rows)
+    base = dict((wl, row_of.get((wl, BASELINE), {}).get("median_ops_per_sec")) for wl in workloads)
+    out = []
+    for a, _ in allocs:
+        ser = {"name": a, "label": "%s %s" % (a, versions.get(a, UNKNOWN_VERSION)),
+               "ratio": [], "ratio_err": ([], []), "rss_mb": [], "rss_err": ([], [])}
+        for wl in workloads:
+            r = row_of.get((wl, a), {})
+            y = r.get("ratio_vs_" + BASELINE) or 0
+            ser["ratio"].append(y)
+            ok = y and base[wl] and "min_ops_per_sec" in r
+            ser["ratio_err"][0].append(max(0.0, y - r["min_ops_per_sec"] / base[wl]) if ok else 0.0)
+            ser["ratio_err"][1].append(max(0.0, r["max_ops_per_sec"] / base[wl] - y) if ok else 0.0)
+            m = r.get("peak_rss_kb")
+            ok = m and "min_peak_rss_kb" in r
+            ser["rss_mb"].append(m / 1024.0 if m else 0)
+            ser["rss_err"][0].append(max(0.0, (m - r["min_peak_rss_kb"]) / 1024.0) if ok else 0.0)
+            ser["rss_err"][1].append(max(0.0, (r["max_peak_rss_kb"] - m) / 1024.0) if ok else 0.0)
+        ser["ratio"].append(geo.get(a, (None, 0))[0] or 0)
+        ser["ratio_err"][0].append(0.0)
+        ser["ratio_err"][1].append(0.0)
+        out.append(ser)
+    return out
+
+
+def write_chart(path, rows, geo, allocs, workloads, title, versions=None):
+    """Two panels (chart_series): each allocator's throughput ratio to
+    mimalloc per workload and the geometric mean, with error bars from the
+    lowest to the highest repetition, and its median peak RSS per workload
+    with the same kind of error bars; both on log scales."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -555,30 +779,42 @@ def write_chart(path, rows, geo, allocs, workloads, title):
     except ImportError as e:
         print("run.py: matplotlib missing (%s); no chart written" % e, file=sys.stderr)
         return False
+    series = chart_series(rows, geo, allocs, workloads, versions)
     names = [a for a, _ in allocs]
     groups = list(workloads) + ["GEOMEAN"]
-    fig, ax = plt.subplots(figsize=(max(10, len(groups) * 0.9), 5.5))
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(max(10, len(groups) * 0.9), 10))
     width = 0.8 / max(1, len(names))
-    for i, a in enumerate(names):
-        ys = []
-        for wl in workloads:
-            r = [x for x in rows if x["workload"] == wl and x["allocator"] == a]
-            ys.append((r[0].get("ratio_vs_" + BASELINE) or 0) if r else 0)
-        ys.append(geo.get(a, (None, 0))[0] or 0)
+    err_style = {"elinewidth": 0.7, "capthick": 0.7}
+    for i, ser in enumerate(series):
         xs = [j + (i - (len(names) - 1) / 2.0) * width for j in range(len(groups))]
-        ax.bar(xs, ys, width, label=a)
+        ax.bar(xs, ser["ratio"], width, label=ser["label"], yerr=ser["ratio_err"], capsize=1.5,
+               error_kw=err_style)
+        ax2.bar(xs[:-1], ser["rss_mb"], width, label=ser["label"], yerr=ser["rss_err"],
+                capsize=1.5, error_kw=err_style)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("throughput / %s throughput (>1 = faster)" % BASELINE)
+    ax.set_ylabel("throughput / %s's median (>1 = faster)" % BASELINE)
     ax.set_yscale("log")
     ticks = [0.0625, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0]
     ax.set_yticks(ticks)
     ax.set_yticklabels(["%g" % t for t in ticks])
     ax.minorticks_off()
     ax.grid(axis="y", linewidth=0.3)
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, ncol=len(names))
+    ax.set_title(title + "\nbars: median; error bars: lowest to highest repetition", fontsize=9)
+    ax.legend(fontsize=8, ncol=min(len(names), 5))
+    ax2.set_xticks(range(len(workloads)))
+    ax2.set_xticklabels(workloads, rotation=35, ha="right", fontsize=8)
+    ax2.set_ylabel("peak RSS, MB (log scale)")
+    ax2.set_yscale("log")
+    lo_y, hi_y = ax2.get_ylim()
+    rticks = [t for t in (0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+              if lo_y <= t <= hi_y]
+    ax2.set_yticks(rticks)
+    ax2.set_yticklabels(["%g" % t for t in rticks])
+    ax2.minorticks_off()
+    ax2.grid(axis="y", linewidth=0.3)
+    ax2.set_title("peak RSS (VmHWM): median; error bars: lowest to highest repetition", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -626,10 +862,11 @@ def main():
     ap.add_argument("--allocators", default=",".join(a[0] for a in ALLOCATORS),
                     help="comma list from %s, and %s (--peers come on top)"
                     % (",".join(a[0] for a in ALLOCATORS), CANDIDATE))
-    ap.add_argument("--peers", action="append", default=[], metavar="'NAME=LIB ...'",
+    ap.add_argument("--peers", action="append", default=[], metavar="'NAME[@VERSION]=LIB ...'",
                     help="more allocators to compare (make bench PEERS=...): whitespace-"
                     "separated NAME=/path/lib.so entries (repeatable); each is preloaded, "
-                    "proven to serve malloc from that file, and a peer in the verdicts")
+                    "proven to serve malloc from that file, and a peer in the verdicts; "
+                    "NAME@VERSION=... names its version (else the file name's, if any)")
     ap.add_argument("--workloads", default="all", help="comma list of workload names")
     ap.add_argument("--hakmem-lib", default=os.path.join(ROOT, "build", "libhakmem.so"))
     ap.add_argument("--candidate-lib", help="a second hakmem build, run as allocator "
@@ -666,8 +903,10 @@ def main():
         w for w in WORKLOADS if w["name"] in args.workloads.split(",")]
     if not wls:
         ap.error("no workload matches %r" % args.workloads)
-    peer_list = parse_peers(args.peers, known)
+    peer_versions = {}
+    peer_list = parse_peers(args.peers, known, peer_versions)
     allocs = resolve_allocators(selected, args.hakmem_lib, args.candidate_lib) + peer_list
+    versions = allocator_versions(allocs, peer_versions)
     peer_libs = dict(peer_list)
     cand_env = {}
     for kv in args.candidate_env:
@@ -695,7 +934,7 @@ def main():
           (profile, reps, len(wls), ",".join(a for a, _ in allocs)))
     print("machine: " + machine_description())
     for a, p in allocs:
-        print("  %-9s %s" % (a, p or "(no preload: glibc)"))
+        print("  %-9s %-20s %s" % (a, versions[a], p or "(no preload: glibc)"))
     print("timed runs: %d (interleaved)%s, then %d strace runs" %
           (total, ", and again up to %d repetitions where a comparison has no verdict" %
            args.until_verdict if args.until_verdict else "", 0 if not strace else total // reps))
@@ -804,36 +1043,51 @@ def main():
         os.unlink(trace_file)
 
     rows, geo = summarize(runs, allocs, names, sysc)
-    comps = comparisons(runs, allocs, names, peers)
+    # the final reading: the t interval where a comparison has 3-5 repetitions
+    comps = comparisons(runs, allocs, names, peers, few=True)
     add_verdicts(rows, comps)
+    for r in rows:
+        r["version"] = versions.get(r["allocator"], UNKNOWN_VERSION)
     elapsed = time.monotonic() - t_start
     load = "1-min load average %.2f before the run, %.2f after" % (load0[0], os.getloadavg()[0])
     print("")
     more = " (up to %d where a comparison had no verdict)" % done if done > reps else ""
-    print("=== results (profile=%s, %d interleaved reps%s, medians; %.0f s; %s) ===" %
-          (profile, reps, more, elapsed, load))
-    for line in table_lines(rows, geo) + [""] + verdict_lines(comps):
+    md_path = os.path.join(args.out_dir, "latest.md")
+    print("=== results: profile=%s, %d interleaved reps%s, medians; %.0f s" %
+          (profile, reps, more, elapsed))
+    print("=== " + load)
+    for line in (compact_table_lines(rows, geo, versions, full_table=md_path) + [""] +
+                 verdict_lines(comps)):
         print(line)
 
     os.makedirs(args.out_dir, exist_ok=True)
-    write_csv(os.path.join(args.out_dir, "latest.csv"), rows)
+    # the version right after the allocator's name
+    write_csv(os.path.join(args.out_dir, "latest.csv"), [
+        dict([(k, r[k]) for k in ("workload", "allocator", "version")] +
+             [(k, v) for k, v in r.items() if k not in ("workload", "allocator", "version")])
+        for r in rows])
+    # the RESULT line's own workload (the program's name) and allocator (the
+    # object that defined malloc) as result_workload and result_allocator:
+    # the runner's names stay in workload and allocator
     write_csv(os.path.join(args.out_dir, "latest_runs.csv"), [
-        dict([("workload", r.workload), ("allocator", r.alloc), ("rep", r.rep),
+        dict([("workload", r.workload), ("allocator", r.alloc),
+              ("version", versions.get(r.alloc, UNKNOWN_VERSION)), ("rep", r.rep),
               ("error", r.error or "")]
-             + sorted((r.fields or {}).items())
+             + sorted((("result_" + k if k in ("workload", "allocator") else k), v)
+                      for k, v in (r.fields or {}).items())
              + [("rusage_" + k, v) for k, v in sorted((r.usage or {}).items())])
         for r in runs])
     title = "hakmem benchmark (%s, %d reps), %s" % (profile, reps, machine_description())
-    with open(os.path.join(args.out_dir, "latest.md"), "w") as f:
+    with open(md_path, "w") as f:
         f.write("Profile `%s`, %d interleaved repetitions%s, %.0f s total (%s).  Machine: %s\n\n"
                 % (profile, reps, more, elapsed, load, machine_description()))
         if peer_list:
             f.write("Peers added with PEERS: %s\n\n" % ", ".join(
                 "%s = `%s`" % p for p in peer_list))
-        f.write("\n".join(table_lines(rows, geo, markdown=True) + [""] +
+        f.write("\n".join(table_lines(rows, geo, markdown=True, versions=versions) + [""] +
                           verdict_lines(comps, markdown=True)) + "\n")
     chart = write_chart(os.path.join(args.out_dir, "latest.png"), rows, geo, allocs,
-                        [w["name"] for w in wls], title)
+                        [w["name"] for w in wls], title, versions)
     print("wrote %s/latest.csv, latest_runs.csv, latest.md%s" %
           (args.out_dir, ", latest.png" if chart else ""))
     print("(`make bench-snapshot` copies them into results/, the committed snapshot)")

@@ -234,8 +234,8 @@ if [ -f "$MIMALLOC" ]; then
     again=$(grep -o '^\[again\] rep [0-9] random_mixed *[a-z]*' "$TMP/verdict.out" | awk '{print $NF}' | sort | uniq -c | awk '{print $2 ":" $1}' | tr '\n' ' ')
     peer=$(grep -o 'hakmem    vs [a-z]*' "$TMP/verdict.out" | awk '{print $3}')
     other=glibc; [ "$peer" = glibc ] && other=mimalloc
-    if [ $rc -eq 0 ] && grep -q '^Verdicts:' "$TMP/verdict.out" &&
-       grep -q "candidate vs hakmem *3 reps .*too few runs" "$TMP/verdict.out" &&
+    if [ $rc -eq 0 ] && grep -q '^Verdicts (' "$TMP/verdict.out" &&
+       grep -q "candidate vs hakmem *3 reps .* t  *\(level\|ahead\|behind\)$" "$TMP/verdict.out" &&
        [ -n "$peer" ] && echo "$again" | grep -q "candidate:2 .*hakmem:2 " &&
        echo "$again" | grep -q "$peer:2" && ! echo "$again" | grep -q "$other:" &&
        grep -q '| random_mixed | hakmem |' "$TMP/verdict/latest.md" &&
@@ -266,6 +266,16 @@ elif [ -z "$strace_opt" ] && [ "$(grep -c '^\[strace\] interp_py .*syscalls/op' 
     echo "FAIL bench.runner.interp_and_larson_orig: interp_py's strace runs: $(grep '^\[strace\] interp_py' "$TMP/newrows.out")"
 else
     echo "PASS bench.runner.interp_and_larson_orig"
+fi
+# one repetition: no verdicts, said in one line (not one "too few runs" per row)
+if [ -f "$HAKMEM" ]; then
+    nv=$(grep -c '^Verdicts' "$TMP/newrows.out")
+    if [ "$nv" -eq 1 ] && grep -q '^Verdicts: none: 1 paired repetition, and a verdict needs 3' "$TMP/newrows.out" &&
+       ! grep -q 'too few runs' "$TMP/newrows.out"; then
+        echo "PASS bench.runner.no_verdicts_one_line"
+    else
+        echo "FAIL bench.runner.no_verdicts_one_line: $(grep -A3 '^Verdicts' "$TMP/newrows.out" | head -c 300)"
+    fi
 fi
 
 # A missing library must be named and be fatal (exit 2) before anything runs.
@@ -379,6 +389,15 @@ print(" ".join("%s:%s:%s" % (r["allocator"], r["minflt_per_op"], r["faults_ratio
         echo "FAIL bench.runner.end_to_end: no geometric-mean section in the table"
     elif [ "$(head -c 4 "$TMP/e2e/latest.png" | od -An -c | tr -d ' ')" != "211PNG" ]; then
         echo "FAIL bench.runner.end_to_end: latest.png is not a PNG"
+    elif [ "$(head -n 1 "$csv" | cut -d, -f1-3)" != "workload,allocator,version" ] ||
+         ! grep -q "^random_mixed,mimalloc,$(dpkg-query -W -f='${Version}' libmimalloc2.0)," "$csv" ||
+         [ "$(head -n 1 "$TMP/e2e/latest_runs.csv" | cut -d, -f1-3)" != "workload,allocator,version" ] ||
+         ! grep -q "^false_sharing_t2,glibc,$(dpkg-query -W -f='${Version}' libc6)," "$TMP/e2e/latest_runs.csv"; then
+        echo "FAIL bench.runner.end_to_end: no version column after the allocator's name in latest.csv / latest_runs.csv"
+    elif ! grep -q "^random_mixed  *mimalloc $(dpkg-query -W -f='${Version}' libmimalloc2.0) " "$TMP/e2e.out"; then
+        echo "FAIL bench.runner.end_to_end: the table does not name mimalloc's version"
+    elif sed -n '/^=== results/,$p' "$TMP/e2e.out" | awk 'length($0) > 100 { bad = 1 } END { exit !bad }'; then
+        echo "FAIL bench.runner.end_to_end: the summary on stdout has lines over 100 columns"
     else
         echo "PASS bench.runner.end_to_end"
     fi

@@ -12,7 +12,9 @@ import contextlib
 import io
 import math
 import os
+import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -543,6 +545,269 @@ class TestRunnerOutputs(unittest.TestCase):
             for f in run.SNAPSHOT_FILES:
                 with open(os.path.join(dst, f)) as fh:
                     self.assertEqual(fh.read(), "Profile `full`, %s\n" % f)
+
+
+class TestFewRepetitions(unittest.TestCase):
+    """QUICK's 3 repetitions: the t interval of the paired ratios' geometric
+    mean (bench/stats.py geomean_ci), used by the final reading of a run
+    where the sign test has too few ratios; one line when there is none."""
+
+    ALLOCS = TestVerdicts.ALLOCS
+
+    def test_t_quantile_matches_the_tables(self):
+        for p, df, want in ((0.99, 2, 6.964557), (0.99, 3, 4.540703), (0.99, 4, 3.746947),
+                            (0.975, 10, 2.228139), (0.995, 1, 63.656741)):
+            self.assertAlmostEqual(stats.t_quantile(p, df), want, places=4)
+        self.assertRaises(ValueError, stats.t_quantile, 0.4, 3)
+
+    def test_t_cdf(self):
+        self.assertEqual(stats.t_cdf(0.0, 3), 0.5)
+        self.assertAlmostEqual(stats.t_cdf(6.964557, 2), 0.99, places=6)
+        self.assertAlmostEqual(stats.t_cdf(-1.5, 4) + stats.t_cdf(1.5, 4), 1.0, places=9)
+        # df = 1 is the Cauchy distribution: 1/2 + atan(t)/pi
+        self.assertAlmostEqual(stats.t_cdf(2.0, 1), 0.5 + math.atan(2.0) / math.pi, places=8)
+
+    def test_geomean_ci_known_value(self):
+        xs = [1.1, 1.2, 1.3]
+        logs = [math.log(x) for x in xs]
+        m = sum(logs) / 3
+        sd = math.sqrt(sum((v - m) ** 2 for v in logs) / 2)
+        half = 6.964557 * sd / math.sqrt(3)          # t(0.99, 2 df), from a table
+        lo, hi = stats.geomean_ci(xs, 0.98)
+        self.assertAlmostEqual(lo, math.exp(m - half), places=5)
+        self.assertAlmostEqual(hi, math.exp(m + half), places=5)
+        self.assertIsNone(stats.geomean_ci([1.1, 1.2], 0.98))
+        self.assertEqual(stats.geomean_ci([1.5, 1.5, 1.5], 0.98), (1.5, 1.5))
+
+    def test_false_verdicts_of_a_level_pair_stay_near_two_percent(self):
+        # A/A: two equal allocators, log-normal noise of 10 % per run, 3
+        # repetitions, 20,000 times: the 98 % interval excludes 1 in ~2 %
+        import random
+        rnd = random.Random(38)
+        n, wrong = 20000, 0
+        for _ in range(n):
+            rs = [math.exp(rnd.gauss(0, 0.1) - rnd.gauss(0, 0.1)) for _ in range(3)]
+            wrong += stats.verdict(stats.geomean_ci(rs, 0.98)) != "level"
+        self.assertTrue(0.014 < wrong / n < 0.026, "false verdicts: %.2f %%" % (100.0 * wrong / n))
+
+    def runs(self, ratios):
+        speed = {"hakmem": lambda r: 100.0 * ratios[r], "tcmalloc": lambda r: 100.0,
+                 "mimalloc": lambda r: 50.0, "candidate": lambda r: 100.0 * ratios[r]}
+        return TestVerdicts.runs(TestVerdicts(), len(ratios), speed)
+
+    def verdicts(self, ratios, few=True):
+        rs = self.runs(ratios)
+        comps = run.comparisons(rs, self.ALLOCS, ["w"], run.best_peers(rs, self.ALLOCS, ["w"]),
+                                few=few)
+        return dict(((c["allocator"], c["against"]), c) for c in comps)
+
+    def test_quick_gives_a_verdict_where_the_difference_is_large(self):
+        got = self.verdicts([1.30, 1.25, 1.33])
+        h = got[("hakmem", "tcmalloc")]
+        self.assertEqual((h["reps"], h["method"], h["verdict"]), (3, "t", "ahead"))
+        self.assertAlmostEqual(h["ratio"], stats.geomean([1.30, 1.25, 1.33]))
+        self.assertEqual(got[("candidate", "hakmem")]["verdict"], "level")  # the same speed
+        self.assertEqual(self.verdicts([0.70, 0.72, 0.69])[("hakmem", "tcmalloc")]["verdict"],
+                         "behind")
+        # the loop of --until-verdict does not take it: it runs more repetitions
+        h = self.verdicts([1.30, 1.25, 1.33], few=False)[("hakmem", "tcmalloc")]
+        self.assertEqual((h["method"], h["verdict"]), ("-", "too few runs"))
+
+    def test_quick_level_where_the_noise_hides_the_difference(self):
+        h = self.verdicts([1.30, 0.85, 1.10])[("hakmem", "tcmalloc")]
+        self.assertEqual((h["method"], h["verdict"]), ("t", "level"))
+
+    def test_the_sign_test_from_seven_repetitions(self):
+        self.assertEqual(run.SIGN_MIN_REPS, 7)      # at 98 %: 1/64 > 1 % with 6
+        h = self.verdicts([1.30, 1.25, 1.33, 1.28, 1.31, 1.27])[("hakmem", "tcmalloc")]
+        self.assertEqual((h["method"], h["verdict"]), ("t", "ahead"))
+        h = self.verdicts([1.30, 1.25, 1.33, 1.28, 1.31, 1.27, 1.29])[("hakmem", "tcmalloc")]
+        self.assertEqual((h["method"], h["verdict"]), ("sign", "ahead"))
+
+    def test_one_line_when_no_comparison_has_a_verdict(self):
+        rs = self.runs([1.3, 1.3])
+        comps = run.comparisons(rs, self.ALLOCS, ["w", "v"], run.best_peers(rs, self.ALLOCS, ["w"]),
+                                few=True)
+        self.assertEqual(run.verdict_lines(comps),
+                         ["Verdicts: none: 2 paired repetitions, and a verdict needs 3 "
+                          "(docs/benchmarks.md)."])
+
+    def test_verdict_lines_fit_100_columns(self):
+        comps = [{"workload": "request_arena_destroy", "allocator": "candidate",
+                  "against": "mimalloc3", "reps": 20, "ratio": 1.234, "ci": (0.5123, 12.345),
+                  "method": "sign", "verdict": "behind"},
+                 {"workload": "w", "allocator": "hakmem", "against": "tcmalloc", "reps": 3,
+                  "ratio": 1.2, "ci": None, "method": "-", "verdict": "too few runs"}]
+        lines = run.verdict_lines(comps)
+        self.assertEqual(len(lines), 5)
+        self.assertTrue(all(len(x) <= 100 for x in lines), [len(x) for x in lines])
+        self.assertIn("| request_arena_destroy | candidate | mimalloc3 | 20 | 1.234 | "
+                      "[0.512, 12.345] | sign | behind |", "\n".join(run.verdict_lines(comps, True)))
+
+
+class TestVersions(unittest.TestCase):
+    """Each allocator's version (table, CSVs, chart): Debian packages through
+    dpkg-query, hakmem from its source tree, PEERS from NAME@VERSION or the
+    file name."""
+
+    def test_version_from_file_name(self):
+        with tempfile.TemporaryDirectory() as d:
+            real = os.path.join(d, "libmimalloc.so.3.4")
+            open(real, "w").close()
+            os.symlink("libmimalloc.so.3.4", os.path.join(d, "libmimalloc.so"))
+            self.assertEqual(run.version_from_file_name(os.path.join(d, "libmimalloc.so")), "3.4")
+            rp = os.path.join(d, "librpmalloc-1.4.5.so")
+            open(rp, "w").close()
+            self.assertEqual(run.version_from_file_name(rp), "1.4.5")
+            sn = os.path.join(d, "libsnmallocshim.so")
+            open(sn, "w").close()
+            self.assertIsNone(run.version_from_file_name(sn))
+
+    def test_peers_take_name_at_version(self):
+        with tempfile.TemporaryDirectory() as d:
+            lib = os.path.join(d, "libsnmallocshim.so")
+            with open(lib, "wb") as f:
+                f.write(b"\x7fELF" + b"\0" * 60)
+            versions = {}
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                got = run.parse_peers(["sn@0.7.5=%s plain=%s" % (lib, lib)], ["hakmem"], versions)
+            self.assertEqual(got, [("sn", lib), ("plain", lib)])
+            self.assertEqual(versions, {"sn": "0.7.5", "plain": None})
+            with contextlib.redirect_stderr(err):
+                self.assertRaises(SystemExit, run.parse_peers, ["sn@=%s" % lib], [], {})
+            self.assertIn("the version '' may hold only", err.getvalue())
+
+    def test_allocator_versions(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "include"))
+            os.makedirs(os.path.join(d, "build", "hardened"))
+            with open(os.path.join(d, "include", "hakmem.h"), "w") as f:
+                f.write('#define HAKMEM_VERSION_STRING "9.8.7"\n')
+            hk = os.path.join(d, "build", "libhakmem.so")
+            cand = os.path.join(d, "build", "hardened", "libhakmem.so")
+            peer = os.path.join(d, "libfoo.so.1.2")
+            saved = run.dpkg_version
+            asked = []
+            run.dpkg_version = lambda pkg: asked.append(pkg) or {"libc6": "2.36-9",
+                                                                  "libmimalloc2.0": "2.0.9+ds-2"}.get(pkg)
+            try:
+                got = run.allocator_versions(
+                    [("hakmem", hk), ("glibc", None), ("mimalloc", "/x/libmimalloc.so.2"),
+                     ("tcmalloc", "/x/libtcmalloc_minimal.so.4"), ("candidate", cand),
+                     ("foo", peer), ("bar", "/nowhere/libbar.so")], {"foo": None, "bar": "1.0"})
+            finally:
+                run.dpkg_version = saved
+        self.assertEqual(got, {"hakmem": "9.8.7", "glibc": "2.36-9", "mimalloc": "2.0.9+ds-2",
+                               "tcmalloc": "unknown", "candidate": "9.8.7", "foo": "1.2",
+                               "bar": "1.0"})
+        self.assertEqual(sorted(asked), ["libc6", "libmimalloc2.0", "libtcmalloc-minimal4"])
+
+    def test_this_machine(self):
+        if not shutil.which("dpkg-query"):
+            self.skipTest("no dpkg-query")
+        self.assertTrue(run.dpkg_version("libc6").startswith("2."))
+        self.assertIsNone(run.dpkg_version("no-such-package-hakmem"))
+        hdr = open(os.path.join(run.ROOT, "include", "hakmem.h")).read()
+        want = re.search(r'HAKMEM_VERSION_STRING "([^"]+)"', hdr).group(1)
+        got = run.hakmem_version(os.path.join(run.ROOT, "build", "libhakmem.so"))
+        self.assertTrue(got == want or got.startswith(want + "+"), got)
+
+
+class TestCompactTable(unittest.TestCase):
+    """make bench's table on stdout: at most 100 columns, versions named; the
+    full table (every column, a version column) in latest.md."""
+
+    VERSIONS = {"hakmem": "0.1.0+e3f0e9c", "glibc": "2.36-9+deb12u14",
+                "mimalloc": "2.0.9+ds-2", "jemalloc": "5.3.0-1", "tcmalloc": "2.10-1"}
+
+    def rows(self, allocs, workloads=("request_arena_destroy", "random_mixed")):
+        out = []
+        for wl in workloads:
+            for rep in range(3):
+                for i, a in enumerate(allocs):
+                    f = stats.parse_result_line(HAKMEM_LINE)
+                    f.update(workload=wl, ops=1000000, seconds=0.01,
+                             ops_per_sec=123456789.0 * (i + 1) * (1 + rep / 10.0),
+                             peak_rss_kb=300000 + 1000 * rep)
+                    out.append(run.Run(wl, a, rep, fields=f, usage={
+                        "minflt": 171, "majflt": 0, "utime_s": 0.5, "stime_s": 0.25}))
+        out.append(run.Run(workloads[0], allocs[0], 3, error="timed out"))
+        sysc = dict(((wl, a), ({"mmap": 12345, "munmap": 0, "madvise": 0, "mremap": 0, "brk": 0},
+                               1000)) for wl in workloads for a in allocs)
+        return run.summarize(out, [(a, None) for a in allocs], list(workloads), sysc)
+
+    def test_fits_100_columns_with_the_versions(self):
+        rows, geo = self.rows(list(self.VERSIONS))
+        lines = run.compact_table_lines(rows, geo, self.VERSIONS,
+                                        full_table="/work/x/build/bench/results/latest.md")
+        self.assertTrue(all(len(x) <= 100 for x in lines), max(len(x) for x in lines))
+        text = "\n".join(lines)
+        for a, v in self.VERSIONS.items():
+            self.assertRegex(text, r"\nrandom_mixed +%s %s +" % (a, re.escape(v)))
+        self.assertIn("FAILED runs (workload/allocator count): request_arena_destroy/hakmem 1", text)
+        self.assertIn("latest.md", text)
+        self.assertIn("Geometric mean of throughput ratio vs mimalloc:", text)
+        self.assertIn("\n  hakmem    ", text)
+
+    def test_versions_on_a_line_of_their_own_when_too_wide(self):
+        versions = dict(self.VERSIONS, mimalloc3="3.4.3-built-from-the-release-tag-with-MI_SECURE")
+        rows, geo = self.rows(list(versions))
+        lines = run.compact_table_lines(rows, geo, versions)
+        self.assertTrue(all(len(x) <= 100 for x in lines), max(len(x) for x in lines))
+        self.assertTrue(lines[0].startswith("versions: hakmem 0.1.0+e3f0e9c, glibc"), lines[0])
+        self.assertIn("mimalloc3 3.4.3-built-from-the-release-tag-with-MI_SECURE",
+                      " ".join(x.strip() for x in lines[:3]))
+        self.assertRegex("\n".join(lines), r"\nrandom_mixed +mimalloc3 +\d")
+
+    def test_full_table_has_a_version_column(self):
+        rows, geo = self.rows(["hakmem", "mimalloc"])
+        md = run.table_lines(rows, geo, markdown=True, versions=self.VERSIONS)
+        self.assertEqual(md[0].split(" | ")[:3], ["| workload", "allocator", "version"])
+        self.assertIn("| random_mixed | mimalloc | 2.0.9+ds-2 | ", "\n".join(md))
+
+
+class TestChart(unittest.TestCase):
+    """The chart's data: versions in the legend, error bars from the
+    repetitions, a second panel of peak RSS."""
+
+    def test_series(self):
+        allocs = [("hakmem", None), ("mimalloc", None)]
+        out = []
+        for rep, (h, m, rss) in enumerate(((150.0, 100.0, 2048), (100.0, 90.0, 4096),
+                                           (120.0, 110.0, 1024))):
+            for a, tput in (("hakmem", h), ("mimalloc", m)):
+                f = stats.parse_result_line(HAKMEM_LINE)
+                f.update(workload="w", ops_per_sec=tput, peak_rss_kb=rss)
+                out.append(run.Run("w", a, rep, fields=f))
+        rows, geo = run.summarize(out, allocs, ["w"], {})
+        ser = run.chart_series(rows, geo, allocs, ["w"], {"hakmem": "0.1.0", "mimalloc": "2.0.9"})
+        h, m = ser
+        self.assertEqual((h["label"], m["label"]), ("hakmem 0.1.0", "mimalloc 2.0.9"))
+        # medians 120 / 100: ratio 1.2; reps 100..150 -> 1.0..1.5
+        self.assertAlmostEqual(h["ratio"][0], 1.2)
+        self.assertAlmostEqual(h["ratio_err"][0][0], 0.2)
+        self.assertAlmostEqual(h["ratio_err"][1][0], 0.3)
+        self.assertAlmostEqual(m["ratio_err"][0][0], 0.1)     # mimalloc's own spread: 90..110
+        self.assertAlmostEqual(m["ratio_err"][1][0], 0.1)
+        self.assertEqual(len(h["ratio"]), 2)                  # the workload and GEOMEAN
+        self.assertEqual((h["ratio_err"][0][1], h["ratio_err"][1][1]), (0.0, 0.0))
+        self.assertEqual(h["rss_mb"], [2.0])
+        self.assertEqual((h["rss_err"][0][0], h["rss_err"][1][0]), (1.0, 2.0))
+
+    def test_png(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("python3-matplotlib missing")
+        rows, geo = TestCompactTable.rows(TestCompactTable(), ["hakmem", "mimalloc"])
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "c.png")
+            self.assertTrue(run.write_chart(path, rows, geo, [("hakmem", None), ("mimalloc", None)],
+                                            ["request_arena_destroy", "random_mixed"], "t",
+                                            {"hakmem": "0.1.0"}))
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(4), b"\x89PNG")
 
 
 class _PassFailResult(unittest.TestResult):

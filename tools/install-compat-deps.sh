@@ -6,7 +6,7 @@
 # missing and exits 0, and the suites SKIP the tests that need it.
 set -eu
 
-PACKAGES="libpython3.11-testsuite sqlite3 git perl xz-utils zstd g++ gcc pkg-config"
+PACKAGES="libpython3.11-testsuite sqlite3 git perl xz-utils zstd g++ gcc pkg-config cmake"
 
 quiet=0
 [ "${1:-}" = "--quiet" ] && quiet=1

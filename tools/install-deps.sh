@@ -10,10 +10,12 @@ PACKAGES=(build-essential g++ clang libclang-rt-14-dev valgrind python3 strace
           libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 python3-matplotlib
           libpython3.11-testsuite sqlite3 git perl xz-utils zstd pkg-config
           gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
-          qemu-user-static google-perftools binutils)
+          qemu-user-static google-perftools binutils cmake)
 # (gcc-aarch64 .. qemu-user-static: the aarch64 cross-build and its suite
 # under qemu, tests/aarch64.mk; google-perftools: google-pprof for the heap
-# profile tests, tests/profile.mk)
+# profile tests, tests/profile.mk; cmake: the find_package(hakmem) consumer
+# of tests/suite_env.sh.  README.md's "Run the tests" lists these packages:
+# tests/suite_env.sh checks that the two lists agree)
 
 quiet=0
 [[ "${1:-}" == "--quiet" ]] && quiet=1

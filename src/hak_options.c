@@ -22,6 +22,8 @@ static hak_option_def_t hak_option_table[] = {
       "print version, build variant and every option at start-up" },
     { "HAKMEM_STATS", &hak_opt.stats, {0, 0, 0}, 0, 1,
       "print statistics to stderr at exit" },
+    { "HAKMEM_STATS_CLASSES", &hak_opt.stats_classes, {0, 0, 0}, 0, 1,
+      "the statistics list each size class in use (always in the stats build)" },
     { "HAKMEM_CRASH_HANDLER", &hak_opt.crash_handler, {1, 1, 1}, 0, 1,
       "report SIGSEGV/SIGBUS inside hakmem, then re-raise" },
     { "HAKMEM_PURGE_DELAY_MS", &hak_opt.purge_delay_ms, {1000, 250, 0}, -1, 3600000,
@@ -45,6 +47,22 @@ static hak_option_def_t hak_option_table[] = {
 };
 #define HAK_OPTION_COUNT (sizeof hak_option_table / sizeof hak_option_table[0])
 
+/* The table's rows whose value is text (a file name): copied at start-up
+ * (the program may change its environment later); "" when unset. */
+typedef struct hak_option_text_s {
+    const char *name;
+    const char **value;
+    char *buf;
+    size_t cap;
+    const char *help;
+} hak_option_text_t;
+static char hak_stats_file_buf[4096];
+static hak_option_text_t hak_option_texts[] = {
+    { "HAKMEM_STATS_FILE", &hak_opt.stats_file, hak_stats_file_buf, sizeof hak_stats_file_buf,
+      "write the statistics to this file instead of stderr (%p: the pid); setting it asks for them at exit" },
+};
+#define HAK_OPTION_TEXTS (sizeof hak_option_texts / sizeof hak_option_texts[0])
+
 static const char *const hak_profile_names[3] = { "speed", "balanced", "lean" };
 
 static bool hak_parse_long(const char *s, long *out) {
@@ -66,6 +84,18 @@ void hak_options_init(void) {
         for (int i = 0; i < 3; i++) if (strcmp(prof, hak_profile_names[i]) == 0) found = i;
         if (found < 0) hak_message("hakmem: warning: HAKMEM_PROFILE='%s' is not speed, balanced or lean; using balanced\n", prof);
         else hak_opt.profile = found;
+    }
+    for (size_t i = 0; i < HAK_OPTION_TEXTS; i++) {
+        hak_option_text_t *o = &hak_option_texts[i];
+        const char *s = getenv(o->name);
+        size_t n = s ? strlen(s) : 0;
+        if (n >= o->cap) {
+            hak_message("hakmem: warning: %s is longer than %zu bytes; ignored\n", o->name, o->cap - 1);
+            n = 0;
+        }
+        memcpy(o->buf, s ? s : "", n);
+        o->buf[n] = 0;
+        *o->value = o->buf;
     }
     for (size_t i = 0; i < HAK_OPTION_COUNT; i++) {
         hak_option_def_t *o = &hak_option_table[i];
@@ -94,6 +124,10 @@ void hak_options_print(void) {
     for (size_t i = 0; i < HAK_OPTION_COUNT; i++) {
         const hak_option_def_t *o = &hak_option_table[i];
         hak_message("hakmem:   %s=%ld  (%s)\n", o->name, *o->value, o->help);
+    }
+    for (size_t i = 0; i < HAK_OPTION_TEXTS; i++) {
+        const hak_option_text_t *o = &hak_option_texts[i];
+        hak_message("hakmem:   %s=%s  (%s)\n", o->name, **o->value ? *o->value : "(unset)", o->help);
     }
 }
 

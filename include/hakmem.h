@@ -128,7 +128,7 @@ typedef struct hakmem_stats_s {
  * fields at the end).  Returns 0, or -1 if out is NULL. */
 int  hakmem_stats_get(hakmem_stats_t *out, size_t size);
 /* Print the report (a summary line, where the memory is, the counters; the
- * per-class table in the stats build or with HAKMEM_STATS_CLASSES=1) to the
+ * per-class table in the stats build or with HAKMEM_STATS_BY_CLASS=1) to the
  * file HAKMEM_STATS_FILE names, else to stderr.  With stderr closed it goes
  * to a file of its own, $TMPDIR/hakmem-stats.PID.txt (/tmp without TMPDIR),
  * and a one-line notice on the terminal (/dev/tty) names it.
@@ -136,7 +136,7 @@ int  hakmem_stats_get(hakmem_stats_t *out, size_t size);
 void hakmem_stats_print(void);
 /* The same report, a line at a time (each ends with a newline), to write:
  * for programs that route their own output (jemalloc's malloc_stats_print).
- * write must not call hakmem_stats_print, _print_cb or _get. */
+ * No lock of hakmem's is held while write runs; nothing goes to stderr. */
 void hakmem_stats_print_cb(void (*write)(void *arg, const char *text), void *arg);
 
 /* Return free memory to the OS now (what malloc_trim(0) does): the free

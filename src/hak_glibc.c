@@ -89,7 +89,7 @@ HAK_EXPORT int hakmem_malloc_info(int options, FILE *fp) {
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     struct mallinfo2 m = hak_mallinfo2();
     fprintf(fp, "<malloc version=\"hakmem-%s\">\n<heap nr=\"0\">\n", HAKMEM_VERSION_STRING);
-    fprintf(fp, "<total type=\"segments\" size=\"%zu\"/>\n<total type=\"in_pages\" size=\"%zu\"/>\n",
+    fprintf(fp, "<total type=\"segments\" size=\"%zu\"/>\n<total type=\"live\" size=\"%zu\"/>\n",
             m.arena, m.uordblks);
     fprintf(fp, "<total type=\"huge\" count=\"%zu\" size=\"%zu\"/>\n</heap>\n</malloc>\n", m.hblks, m.hblkhd);
     pthread_setcancelstate(cancel, NULL);

@@ -99,7 +99,7 @@ typedef struct hak_options_s {
     long sample_bytes;       /* mean bytes between heap-profile samples; 0 off (hak_profile.c) */
     long leak_report;        /* print the live samples' stacks at exit */
     long guard_sample;       /* mean bytes between guarded blocks; 0 off (hak_guard.c) */
-    long stats_classes;      /* the report's per-class table (always in the stats build) */
+    long stats_by_class;     /* the report's per-class table (always in the stats build) */
     const char *stats_file;  /* where the report at exit goes ("": stderr); %p: the pid */
 } hak_options_t;
 extern hak_options_t hak_opt;

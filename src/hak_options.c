@@ -22,7 +22,7 @@ static hak_option_def_t hak_option_table[] = {
       "print version, build variant and every option at start-up" },
     { "HAKMEM_STATS", &hak_opt.stats, {0, 0, 0}, 0, 1,
       "print statistics to stderr at exit" },
-    { "HAKMEM_STATS_CLASSES", &hak_opt.stats_classes, {0, 0, 0}, 0, 1,
+    { "HAKMEM_STATS_BY_CLASS", &hak_opt.stats_by_class, {0, 0, 0}, 0, 1,
       "the statistics list each size class in use (always in the stats build)" },
     { "HAKMEM_CRASH_HANDLER", &hak_opt.crash_handler, {1, 1, 1}, 0, 1,
       "report SIGSEGV/SIGBUS inside hakmem, then re-raise" },

@@ -373,8 +373,8 @@ static void hak_report(hak_sink_t *k) {
              (unsigned long)(s.rss_peak_bytes >> 10));
     hak_purge_stats_lines(hak_line_cb, k);
     /* the size classes: the stats build, or asked for */
-    if (!s.full_counters && !hak_opt.stats_classes) {
-        hak_line(k, "hakmem:   (per size class: HAKMEM_STATS_CLASSES=1; allocations and frees per class are "
+    if (!s.full_counters && !hak_opt.stats_by_class) {
+        hak_line(k, "hakmem:   (per size class: HAKMEM_STATS_BY_CLASS=1; allocations and frees per class are "
                  "counted by the stats build: make stats)\n");
         return;
     }

@@ -21,8 +21,8 @@
 #   stats.summary_first   the report's first line is the summary (live bytes
 #                         and blocks, pages in use and their peak, resident
 #                         and mapped, the process's RSS); the account's rows
-#                         follow; no class table without HAKMEM_STATS_CLASSES
-#   stats.classes_option  HAKMEM_STATS_CLASSES=1: the class table, no row of
+#                         follow; no class table without HAKMEM_STATS_BY_CLASS
+#   stats.classes_option  HAKMEM_STATS_BY_CLASS=1: the class table, no row of
 #                         only zeros
 source "$(dirname "$0")/lib.sh"
 BIN=$T/test_stats
@@ -121,12 +121,12 @@ if ! grep -Eq "$re" <<<"$first"; then
 elif ! grep -Eq '^hakmem:     (live blocks|free blocks in pages in use|empty pages kept|metadata|total) +[0-9]+ +[0-9]+$' <<<"$err"; then
     fail stats.summary_first "no account rows: $(head -n 4 <<<"$err" | tr '\n' '|')"
 elif grep -Eq '^hakmem: +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+' <<<"$err"; then
-    fail stats.summary_first "the class table without HAKMEM_STATS_CLASSES"
+    fail stats.summary_first "the class table without HAKMEM_STATS_BY_CLASS"
 else
     pass stats.summary_first
 fi
 
-err=$(limit 30 env HAKMEM_STATS=1 HAKMEM_STATS_CLASSES=1 LD_PRELOAD="$REL_SO" "$BIN" -t live_bytes 2>&1 >/dev/null)
+err=$(limit 30 env HAKMEM_STATS=1 HAKMEM_STATS_BY_CLASS=1 LD_PRELOAD="$REL_SO" "$BIN" -t live_bytes 2>&1 >/dev/null)
 rows=$(grep -Ec '^hakmem: +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+$' <<<"$err")
 zero=$(grep -Ec '^hakmem: +[0-9]+ +[0-9]+ +0 +0 +0 +0$' <<<"$err")
 if ((rows >= 5 && zero == 0)); then

@@ -89,6 +89,22 @@ int hakmem_owns(const void *p);
 
 /* Process-wide statistics.  Counters are kept off the fast path (slow paths and
  * OS calls), so reading them costs nothing in the hot loop. */
+
+/* Where hakmem's memory is (the memory account, docs/profiling.md): every
+ * byte hakmem has mapped from the OS is in exactly one of these parts. */
+typedef struct hakmem_memory_s {
+    uint64_t live;           /* live blocks, at their block size (what malloc_usable_size
+                                says, but a large block's whole slot) */
+    uint64_t free;           /* free blocks, and blocks not yet carved, in pages with a live block */
+    uint64_t empty;          /* empty pages kept: pages with no live block still formatted for
+                                their size class, and free page slots not yet purged */
+    uint64_t segment_cache;  /* empty 4 MiB segments kept for reuse (a purged one: its first page) */
+    uint64_t huge_cache;     /* freed huge blocks kept for reuse (what they may hold committed) */
+    uint64_t metadata;       /* segment and huge-block headers (and a huge block's alignment
+                                padding), heaps, other bookkeeping */
+    uint64_t returned;       /* returned to the system (purged), never touched, or reserved
+                                address space without access */
+} hakmem_memory_t;
 #define HAKMEM_STATS_CLASSES 128
 typedef struct hakmem_class_stats_s {
     size_t block_size;       /* 0 for unused entries */
@@ -113,14 +129,42 @@ typedef struct hakmem_stats_s {
     uint64_t huge_allocations, huge_frees;    /* stats build only */
     int full_counters;                        /* 1 in the stats build: allocations/frees are counted */
     hakmem_class_stats_t classes[HAKMEM_STATS_CLASSES];
+    /* ---- the memory account (every build; since 0.1.0 of issue 38: fields are only
+     * ever added here, at the end).  Computed by hakmem_stats_get itself: a walk
+     * of hakmem's segments and mincore(2), nothing counted on the fast paths.
+     * With other threads allocating meanwhile it is a moment's approximation. */
+    uint64_t live_bytes;        /* bytes in live blocks (== mapped.live) */
+    uint64_t live_blocks;       /* live blocks */
+    uint64_t active_bytes;      /* pages in use (the bytes their blocks take) and huge blocks'
+                                   mappings, counted on the slow paths */
+    uint64_t active_peak_bytes; /* the highest active_bytes: a bound on live_bytes' peak */
+    hakmem_memory_t mapped;     /* the parts add up to bytes_mapped (with nothing else running) */
+    hakmem_memory_t resident;   /* the resident bytes of each part (mincore); of a page in
+                                   use, its live blocks are taken to be resident first */
+    uint64_t resident_bytes;    /* the sum of resident: hakmem's resident memory */
+    int32_t resident_known;     /* 1; 0 if mincore failed (resident is then all 0) */
+    int32_t process_rss_errno;  /* 0, or why /proc/self/statm could not be read */
+    uint64_t process_rss_bytes; /* the whole process's RSS (/proc/self/statm); 0 if unknown */
+    uint64_t segments_cached;   /* segments in the segment cache */
+    uint64_t huge_cached;       /* mappings in the huge cache */
+    uint64_t huge_bytes_peak;   /* the most bytes of huge mappings in use at once */
 } hakmem_stats_t;
 
 /* Fill the first size bytes of *out (pass sizeof *out: a program built
  * against an older, smaller hakmem_stats_t stays safe when the library adds
  * fields at the end).  Returns 0, or -1 if out is NULL. */
 int  hakmem_stats_get(hakmem_stats_t *out, size_t size);
-/* Print a report (hakmem's name, per-class table, OS calls, peak RSS) to stderr. */
+/* Print the report (a summary line, where the memory is, the counters; the
+ * per-class table in the stats build or with HAKMEM_STATS_BY_CLASS=1) to the
+ * file HAKMEM_STATS_FILE names, else to stderr.  With stderr closed it goes
+ * to a file of its own, $TMPDIR/hakmem-stats.PID.txt (/tmp without TMPDIR),
+ * and a one-line notice on the terminal (/dev/tty) names it.
+ * docs/profiling.md, "Statistics". */
 void hakmem_stats_print(void);
+/* The same report, a line at a time (each ends with a newline), to write:
+ * for programs that route their own output (jemalloc's malloc_stats_print).
+ * No lock of hakmem's is held while write runs; nothing goes to stderr. */
+void hakmem_stats_print_cb(void (*write)(void *arg, const char *text), void *arg);
 
 /* Return free memory to the OS now (what malloc_trim(0) does): the free
  * pages of every thread's heap (live threads' too), exited threads' heaps,

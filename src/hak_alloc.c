@@ -146,11 +146,13 @@ HAK_PROF_ENTRY void *hak_malloc_aligned(size_t size, size_t align, bool zero) {
 
 static bool hak_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 
+/* A bad alignment: EINVAL, errno untouched.  No memory: ENOMEM, and errno
+ * ENOMEM too, as glibc's (its tst-malloc-thread-fail reads errno after a
+ * failed posix_memalign). */
 HAK_PROF_ENTRY HAK_EXPORT int hakmem_posix_memalign(void **out, size_t align, size_t size) {
     if (!hak_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
-    int saved = errno;
     void *p = hak_malloc_aligned(size, align, false);
-    if (!p) { int e = errno; errno = saved; return e ? e : ENOMEM; }
+    if (!p) { errno = ENOMEM; return ENOMEM; }
     *out = p;
     return 0;
 }

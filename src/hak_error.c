@@ -63,6 +63,23 @@ static void hak_vformat(hak_buf_t *b, const char *fmt, va_list ap) {
 
 #define HAK_CUT_MARK " [message cut]\n"
 
+/* hak_message's formats into buf (cap > 0 bytes), NUL-terminated and cut
+ * to fit; returns the length (the statistics report formats its lines with
+ * it, hak_stats.c). */
+size_t hak_vformat_to(char *buf, size_t cap, const char *fmt, va_list ap) {
+    hak_buf_t b = { buf, 0, cap, false };
+    hak_vformat(&b, fmt, ap);
+    buf[b.n] = 0;
+    return b.n;
+}
+size_t hak_format(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = hak_vformat_to(buf, cap, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
 void hak_message(const char *fmt, ...) {
     char mem[1024];
     hak_buf_t b = { mem, 0, sizeof mem - (sizeof HAK_CUT_MARK - 1), false };

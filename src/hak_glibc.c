@@ -24,21 +24,25 @@ HAK_EXPORT int hakmem_collect(void) {
     return after != before;
 }
 
+/* glibc's figures from the memory account (hak_account.c), as glibc
+ * counts: arena the segments' bytes, uordblks the bytes of live blocks in
+ * them (not whole pages: a thread's emptied pages are not "in use"),
+ * hblks/hblkhd the huge blocks and everything else mapped, usmblks the peak
+ * of mapped bytes.  The walk holds the cache lock and the mapping lock
+ * while it reads the segments' headers (no mincore). */
 static struct mallinfo2 hak_mallinfo2(void) {
     struct mallinfo2 mi;
     memset(&mi, 0, sizeof mi);
-    size_t in_pages = 0;
-    for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
-        size_t pages = atomic_load_explicit(&hak_counters.class_pages[c], memory_order_relaxed);
-        hak_page_kind_t k = hak_class_kind(c);
-        in_pages += pages << hak_kind_shift(k);
-    }
+    hak_account_t a;
+    memset(&a, 0, sizeof a);
+    hak_account_segments(&a);
     size_t segs = atomic_load_explicit(&hak_counters.segments_in_use, memory_order_relaxed);
     size_t mapped = atomic_load_explicit(&hak_counters.bytes_mapped, memory_order_relaxed);
+    size_t in_segments = a.mapped[HAK_PART_LIVE] - a.live_huge;
     mi.arena = segs * HAK_SEGMENT_SIZE;                 /* segment memory */
     mi.hblks = atomic_load_explicit(&hak_counters.huge_in_use, memory_order_relaxed);
     mi.hblkhd = mapped > mi.arena ? mapped - mi.arena : 0; /* huge + metadata mappings */
-    mi.uordblks = in_pages < mi.arena ? in_pages : mi.arena; /* bytes in pages assigned to a class */
+    mi.uordblks = in_segments < mi.arena ? in_segments : mi.arena; /* bytes in live blocks */
     mi.fordblks = mi.arena - mi.uordblks;
     mi.usmblks = atomic_load_explicit(&hak_counters.bytes_mapped_peak, memory_order_relaxed);
     mi.ordblks = 1;
@@ -57,7 +61,25 @@ HAK_EXPORT struct mallinfo hakmem_mallinfo(void) {
     r.keepcost = HAK_CLAMP(m.keepcost);
     return r;
 }
-HAK_EXPORT void hakmem_malloc_stats(void) { hakmem_stats_print(); }
+/* glibc's summary first -- "Arena 0:", "system bytes", "in use bytes",
+ * "Total (incl. mmap):", "max mmap regions", "max mmap bytes", the lines
+ * programs and glibc's own tests (tst-malloc-stats-cancellation) look
+ * for -- with hakmem's figures (as mallinfo's: arena 0 the segments, mmap
+ * the huge blocks), then hakmem's report; all to stderr (a file of its own,
+ * named on the terminal, if stderr is closed: hak_stats.c). */
+HAK_EXPORT void hakmem_malloc_stats(void) {
+    struct mallinfo2 m = hak_mallinfo2();
+    size_t huge_live = atomic_load_explicit(&hak_counters.huge_bytes, memory_order_relaxed);
+    char head[512];
+    hak_format(head, sizeof head,
+               "Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+               "Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+               "max mmap regions = %10zu\nmax mmap bytes   = %10zu\n",
+               m.arena, m.uordblks, m.arena + huge_live, m.uordblks + huge_live,
+               (size_t)atomic_load_explicit(&hak_counters.huge_peak, memory_order_relaxed),
+               (size_t)atomic_load_explicit(&hak_counters.huge_bytes_peak, memory_order_relaxed));
+    hak_stats_print_glibc(head);
+}
 
 /* (stdio's writes are cancellation points: disabled, as in every report of
  * hakmem's, hakmem_stats_print and hakmem_profile_dump) */
@@ -67,7 +89,7 @@ HAK_EXPORT int hakmem_malloc_info(int options, FILE *fp) {
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     struct mallinfo2 m = hak_mallinfo2();
     fprintf(fp, "<malloc version=\"hakmem-%s\">\n<heap nr=\"0\">\n", HAKMEM_VERSION_STRING);
-    fprintf(fp, "<total type=\"segments\" size=\"%zu\"/>\n<total type=\"in_pages\" size=\"%zu\"/>\n",
+    fprintf(fp, "<total type=\"segments\" size=\"%zu\"/>\n<total type=\"live\" size=\"%zu\"/>\n",
             m.arena, m.uordblks);
     fprintf(fp, "<total type=\"huge\" count=\"%zu\" size=\"%zu\"/>\n</heap>\n</malloc>\n", m.hblks, m.hblkhd);
     pthread_setcancelstate(cancel, NULL);

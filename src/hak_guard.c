@@ -67,6 +67,23 @@ bool hak_guard_owns(const void *p) {
     return a >= __atomic_load_n(&hak_guard_base, __ATOMIC_ACQUIRE) && a < hak_guard_end;
 }
 
+/* The memory account: the region (false: none reserved), and its live
+ * blocks and their bytes. */
+bool hak_guard_region(uintptr_t *base, size_t *size, uint64_t *live, uint64_t *blocks) {
+    pthread_mutex_lock(&hak_guard_lock);
+    bool any = hak_guard_base != 0;
+    *base = hak_guard_base;
+    *size = any ? hak_guard_end - hak_guard_base : 0;
+    *live = *blocks = 0;
+    for (unsigned i = 0; any && i < HAK_GUARD_SLOTS; i++)
+        if (atomic_load_explicit(&hak_guard_slots[i].state, memory_order_relaxed) == HAK_SLOT_LIVE) {
+            (*blocks)++;
+            *live += hak_guard_slots[i].size;
+        }
+    pthread_mutex_unlock(&hak_guard_lock);
+    return any;
+}
+
 /* ---- set-up (under the lock) ---- */
 
 static void hak_guard_prepare(void) { pthread_mutex_lock(&hak_guard_lock); }

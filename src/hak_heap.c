@@ -59,21 +59,42 @@ extern int __cxa_thread_atexit_impl(void (*dtor)(void *), void *obj, void *dso_s
 /* ---- metadata arena: heaps live here and are never freed ---- */
 static pthread_mutex_t hak_meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *hak_meta_cur, *hak_meta_end;
+/* each chunk starts with its link and size (64 bytes): the memory account
+ * looks at every chunk (hak_meta_account) */
+typedef struct hak_meta_chunk_s { struct hak_meta_chunk_s *next; size_t size; } hak_meta_chunk_t;
+static hak_meta_chunk_t *hak_meta_chunks;
 
 static void *hak_meta_alloc(size_t size) {
     size = (size + 63) & ~(size_t)63;
     pthread_mutex_lock(&hak_meta_lock);
     if ((size_t)(hak_meta_end - hak_meta_cur) < size) {
-        size_t chunk = size > ((size_t)256 << 10) ? size : ((size_t)256 << 10);
+        size_t chunk = size + 64 > ((size_t)256 << 10) ? size + 64 : ((size_t)256 << 10);
         uint8_t *p = hak_os_map(chunk);
         if (!p) { pthread_mutex_unlock(&hak_meta_lock); return NULL; }
-        hak_meta_cur = p;
+        hak_meta_chunk_t *c = (hak_meta_chunk_t *)p;
+        c->next = hak_meta_chunks;
+        c->size = chunk;
+        hak_meta_chunks = c;
+        hak_meta_cur = p + 64;
         hak_meta_end = p + chunk;
     }
     void *r = hak_meta_cur;
     hak_meta_cur += size;
     pthread_mutex_unlock(&hak_meta_lock);
     return r;
+}
+
+/* The metadata arena's chunks (heaps) in the memory account; returns the
+ * bytes they map. */
+uint64_t hak_meta_account(hak_account_t *a) {
+    uint64_t bytes = 0;
+    pthread_mutex_lock(&hak_meta_lock);
+    for (hak_meta_chunk_t *c = hak_meta_chunks; c; c = c->next) {
+        hak_account_range(a, c, c->size, HAK_PART_META, 0);
+        bytes += c->size;
+    }
+    pthread_mutex_unlock(&hak_meta_lock);
+    return bytes;
 }
 
 /* ---- process start-up ---- */

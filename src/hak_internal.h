@@ -99,6 +99,8 @@ typedef struct hak_options_s {
     long sample_bytes;       /* mean bytes between heap-profile samples; 0 off (hak_profile.c) */
     long leak_report;        /* print the live samples' stacks at exit */
     long guard_sample;       /* mean bytes between guarded blocks; 0 off (hak_guard.c) */
+    long stats_by_class;     /* the report's per-class table (always in the stats build) */
+    const char *stats_file;  /* where the report at exit goes ("": stderr); %p: the pid */
 } hak_options_t;
 extern hak_options_t hak_opt;
 void hak_options_init(void);
@@ -123,6 +125,13 @@ size_t hak_os_page_size(void);
 uint64_t hak_os_now_ms(void);
 uint64_t hak_os_rss_peak_bytes(void);
 void hak_os_write_err(const char *s, size_t n);
+int  hak_os_write_fd(int fd, const char *s, size_t n);   /* 0 or the errno */
+bool hak_os_incore(const void *p, size_t size, unsigned char *vec);   /* mincore */
+/* The mapping lock (hak_os.c): munmap and mremap hold it shared; the memory
+ * account holds it (hold/release) while it reads every mapping's header. */
+void hak_os_maps_hold(void);
+void hak_os_maps_release(void);
+void hak_os_maps_unlock_after_fork(bool child);   /* fork: held by hak_os_maps_hold before */
 uint64_t hak_os_random(void);                   /* getrandom, else clocks and ASLR mixed */
 long hak_os_gettid(void);
 
@@ -169,6 +178,8 @@ HAK_INLINE uintptr_t hak_aligned_unmark(uintptr_t mark, const hak_page_t *page) 
 /* ---- errors and messages (hak_error.c) ---- */
 __attribute__((noreturn, cold)) void hak_fatal(const char *op, const char *what, const void *p);
 void hak_message(const char *fmt, ...);         /* "hakmem: ..." to stderr, no malloc */
+size_t hak_format(char *buf, size_t cap, const char *fmt, ...);   /* the same formats into buf */
+size_t hak_vformat_to(char *buf, size_t cap, const char *fmt, __builtin_va_list ap);
 
 void hak_crash_install(void);                  /* hak_crash.c */
 /* The crash report's hook: guarded sampling (hak_guard.c) registers a
@@ -196,6 +207,11 @@ typedef struct hak_counters_s {
     _Atomic uint64_t bytes_mapped, bytes_mapped_peak;
     _Atomic uint64_t heaps_created, heaps_adopted, heaps_reclaimed;
     _Atomic uint64_t class_pages[HAK_CLASS_COUNT], class_pages_peak[HAK_CLASS_COUNT];
+    /* bytes of pages in use (their blocks' area) and of huge mappings in
+     * use, and the peak: counted where class_pages are, and by
+     * hak_cache_huge_live; huge alone too (malloc_stats' "max mmap bytes") */
+    _Atomic uint64_t active_bytes, active_peak, huge_bytes, huge_bytes_peak;
+    _Atomic uint64_t meta_bytes;   /* mapped by hak_os_map (metadata; never unmapped) */
 } hak_counters_t;
 extern hak_counters_t hak_counters;
 #define hak_count(field) atomic_fetch_add_explicit(&hak_counters.field, 1, memory_order_relaxed)
@@ -207,6 +223,7 @@ typedef struct hak_heap_sums_s {
     uint64_t allocs[HAK_CLASS_COUNT + 1], frees[HAK_CLASS_COUNT + 1];   /* stats build */
 } hak_heap_sums_t;
 void hak_heap_stats_sum(hak_heap_sums_t *sums);  /* hak_heap.c */
+void hak_stats_print_glibc(const char *head);    /* malloc_stats: head, then the report (hak_stats.c) */
 /* cur += delta, and peak = max(peak, cur) */
 static inline void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak, int64_t delta) {
     uint64_t now = atomic_fetch_add_explicit(cur, (uint64_t)delta, memory_order_relaxed) + (uint64_t)delta;
@@ -216,6 +233,27 @@ static inline void hak_count_peak(_Atomic uint64_t *cur, _Atomic uint64_t *peak,
                                                                 memory_order_relaxed)) {}
     }
 }
+/* A page of class cls, of bytes of blocks, got its class (delta 1) or gave
+ * it up (-1): the slow paths' count of pages in use. */
+static inline void hak_count_page(unsigned cls, int delta, size_t bytes) {
+    hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], delta);
+    hak_count_peak(&hak_counters.active_bytes, &hak_counters.active_peak, delta * (int64_t)bytes);
+}
+
+/* ---- the memory account (hak_account.c): every mapped byte by what holds it ---- */
+enum { HAK_PART_LIVE, HAK_PART_FREE, HAK_PART_EMPTY, HAK_PART_SEGCACHE, HAK_PART_HUGECACHE,
+       HAK_PART_META, HAK_PART_RETURNED, HAK_PARTS };
+typedef struct hak_account_s {
+    uint64_t mapped[HAK_PARTS], resident[HAK_PARTS];
+    uint64_t live_blocks, live_huge;          /* blocks live; bytes of them in huge blocks */
+    uint64_t segments, huge, segments_cached, huge_cached;
+    bool want_resident;                       /* ask mincore (else resident stays 0) */
+    bool resident_ok;                         /* mincore answered every time (set it before) */
+} hak_account_t;
+void hak_account_segments(hak_account_t *a);  /* heaps' segments, huge blocks, both caches */
+/* A mapping of size bytes at p of its own (metadata, a reserved region):
+ * live bytes of it to live blocks, the rest to part. */
+void hak_account_range(hak_account_t *a, const void *p, size_t size, unsigned part, uint64_t live);
 
 /* ---- process and heap life cycle (hak_heap.c) ---- */
 void hak_process_init(void);
@@ -239,6 +277,7 @@ size_t hak_sweep_abandoned(bool force_purge);
 hak_heap_t *hak_heap_make(int state);          /* a fresh heap with a new tag, on the list of every heap */
 extern _Atomic(hak_heap_t *) hak_heaps_all;   /* every heap, linked by next_all (hak_purge.c) */
 hak_heap_t *hak_heap_list(void);                /* its first heap (hak_purge.c) */
+uint64_t hak_meta_account(hak_account_t *a);   /* the heaps' arena in the account; its bytes */
 void hak_heaps_lock_for_fork(void);
 void hak_heaps_unlock_after_fork(bool child);
 
@@ -295,6 +334,7 @@ HAK_INLINE bool hak_block_is_free(hak_segment_t *seg, hak_page_t *page, const ha
 
 /* ---- the region map (hak_segmap.c) ---- */
 void hak_segmap_set(const void *p, uint16_t v);
+size_t hak_segmap_next(size_t i);   /* the first index >= i with an entry, or HAK_SEGMAP_ENTRIES */
 hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
 
 /* ---- segments (hak_segment.c; purging and the caches: hak_purge.c, hak_purge.h) ---- */
@@ -319,6 +359,7 @@ void *hak_zero_alloc(size_t align);               /* NULL: none (the caller serv
 bool  hak_zero_owns(const void *p);               /* inside the region */
 bool  hak_zero_live(const void *p);               /* a live block of the region */
 bool  hak_zero_free(const void *p, const char *op); /* false: not the region's; fatal: misuse */
+bool  hak_zero_region(uintptr_t *base, size_t *size); /* the reservation (memory account) */
 
 /* ---- huge blocks (hak_huge.c) ---- */
 void *hak_huge_alloc(size_t size, size_t align, bool zero);
@@ -631,6 +672,8 @@ void  hak_guard_enable(void);                   /* registers its hooks (hak_prof
  * cannot be guarded (too large, too aligned, no free slot) */
 void *hak_guard_alloc(size_t size, size_t align, void *const *frames, unsigned depth);
 bool  hak_guard_owns(const void *p);            /* p lies in the guarded region */
+/* the region, its live blocks and their bytes (the memory account); false: none */
+bool  hak_guard_region(uintptr_t *base, size_t *size, uint64_t *live, uint64_t *blocks);
 
 /* The calling stack's return addresses, leading ones in [lo, hi) left out;
  * -1: not walkable by the cached rules (hak_unwind.c), use libgcc's walk. */

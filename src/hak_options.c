@@ -48,6 +48,8 @@ static hak_option_def_t hak_option_table[] = {
       "print version, build variant and every option at start-up" },
     { "HAKMEM_STATS", &hak_opt.stats, {0, 0, 0}, 0, 1, HAK_BOOL,
       "print statistics to stderr at exit" },
+    { "HAKMEM_STATS_BY_CLASS", &hak_opt.stats_by_class, {0, 0, 0}, 0, 1, HAK_BOOL,
+      "the statistics list each size class in use (always in the stats build)" },
     { "HAKMEM_CRASH_HANDLER", &hak_opt.crash_handler, {1, 1, 1}, 0, 1, HAK_BOOL,
       "report SIGSEGV/SIGBUS inside hakmem, then re-raise" },
     { "HAKMEM_PURGE_DELAY_MS", &hak_opt.purge_delay_ms, {1000, 250, 0}, -1, 3600000, HAK_NUM | HAK_RUN,
@@ -74,8 +76,25 @@ static hak_option_def_t hak_option_table[] = {
 /* HAKMEM_* names read outside the table, by their own files (strings): an
  * environment name among them is no unknown option.  tests/suite_options.sh
  * checks that every getenv("HAKMEM_...") of src/ is known. */
-static const char *const hak_option_extra[] = { "HAKMEM_PROFILE_AT_EXIT" };
+static const char *const hak_option_extra[] = { "HAKMEM_PROFILE_AT_EXIT", "HAKMEM_STATS_FILE" };
 #define HAK_EXTRA_COUNT (sizeof hak_option_extra / sizeof hak_option_extra[0])
+
+/* The options whose value is text (a file name), from the environment only:
+ * copied at start-up (the program may change its environment later); ""
+ * when unset. */
+typedef struct hak_option_text_s {
+    const char *name;
+    const char **value;
+    char *buf;
+    size_t cap;
+    const char *help;
+} hak_option_text_t;
+static char hak_stats_file_buf[4096];
+static hak_option_text_t hak_option_texts[] = {
+    { "HAKMEM_STATS_FILE", &hak_opt.stats_file, hak_stats_file_buf, sizeof hak_stats_file_buf,
+      "write the statistics to this file instead of stderr (%p: the pid); setting it asks for them at exit" },
+};
+#define HAK_OPTION_TEXTS (sizeof hak_option_texts / sizeof hak_option_texts[0])
 
 static const char *const hak_profile_names[3] = { "speed", "balanced", "lean" };
 
@@ -334,7 +353,7 @@ static void hak_conf_read(const char *conf, bool profile_pass, int *profile) {
 void hak_options_init(void) {
     int saved = errno;
     extern char **environ;
-    const char *env[HAK_OPTION_COUNT] = { 0 }, *env_profile = NULL;
+    const char *env[HAK_OPTION_COUNT] = { 0 }, *env_profile = NULL, *env_text[HAK_OPTION_TEXTS] = { 0 };
     /* the environment, once, in place: the first of each name counts (as
      * with getenv); an unknown HAKMEM_* name is named now */
     for (char **e = environ; e && *e; e++) {
@@ -346,6 +365,8 @@ void hak_options_init(void) {
         int i = hak_find(s, n, true);
         if (i >= 0) { if (!env[i]) env[i] = eq + 1; continue; }
         if (hak_is_profile(s, n, true)) { if (!env_profile) env_profile = eq + 1; continue; }
+        for (size_t t = 0; t < HAK_OPTION_TEXTS; t++)
+            if (hak_eq(s, n, hak_option_texts[t].name) && !env_text[t]) env_text[t] = eq + 1;
         if (hak_is_extra(s, n, true)) continue;
         bool close;
         const char *near = hak_nearest(s + HAK_PREFIX_LEN, n - HAK_PREFIX_LEN, &close);
@@ -358,6 +379,18 @@ void hak_options_init(void) {
                         "HAKMEM_VERBOSE=1 lists them all)\n", hak_quote(s, n, qn, sizeof qn), near);
     }
     const char *conf = &hakmem_conf ? hakmem_conf : NULL;
+    for (size_t i = 0; i < HAK_OPTION_TEXTS; i++) {
+        hak_option_text_t *o = &hak_option_texts[i];
+        const char *t = env_text[i];
+        size_t n = t ? strlen(t) : 0;
+        if (n >= o->cap) {
+            hak_message("hakmem: warning: %s is longer than %zu bytes; ignored\n", o->name, o->cap - 1);
+            n = 0;
+        }
+        memcpy(o->buf, t ? t : "", n);
+        o->buf[n] = 0;
+        *o->value = o->buf;
+    }
 
     /* the profile: the environment's, else the conf's, else balanced */
     int profile = -1;
@@ -433,6 +466,13 @@ void hak_options_print(void) {
         long v = __atomic_load_n(o->value, __ATOMIC_RELAXED);
         const char *src = hak_source_names[hak_option_source[i]];
         hak_message("hakmem:   %s=%ld%s%s%s%s\n", o->name, v, hak_pad(strlen(o->name) + 1 + hak_digits(v), 36),
+                    src, hak_pad(strlen(src), 13), o->help);
+    }
+    for (size_t i = 0; i < HAK_OPTION_TEXTS; i++) {
+        const hak_option_text_t *o = &hak_option_texts[i];
+        const char *v = **o->value ? *o->value : "(unset)";
+        const char *src = **o->value ? "environment" : "default";
+        hak_message("hakmem:   %s=%s%s%s%s%s\n", o->name, v, hak_pad(strlen(o->name) + 1 + strlen(v), 36),
                     src, hak_pad(strlen(src), 13), o->help);
     }
 }

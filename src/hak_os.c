@@ -38,6 +38,22 @@ static void hak_os_mapped(int64_t delta) {
     hak_count_peak(&hak_counters.bytes_mapped, &hak_counters.bytes_mapped_peak, delta);
 }
 
+/* The mapping lock: every munmap and mremap of hakmem's runs with it held
+ * shared, and the memory account (hak_account.c), which reads segment
+ * headers and asks mincore about every mapping, holds it exclusively, so
+ * that nothing it looks at is unmapped or moved under it.  Unmappers take
+ * nothing else while they hold it; the account takes it after the cache
+ * lock (hak_purge.c), as the fork handlers do. */
+static pthread_rwlock_t hak_maps_lock = PTHREAD_RWLOCK_INITIALIZER;
+static void hak_maps_shared(void) { pthread_rwlock_rdlock(&hak_maps_lock); }
+static void hak_maps_done(void) { pthread_rwlock_unlock(&hak_maps_lock); }
+void hak_os_maps_hold(void) { pthread_rwlock_wrlock(&hak_maps_lock); }
+void hak_os_maps_release(void) { pthread_rwlock_unlock(&hak_maps_lock); }
+void hak_os_maps_unlock_after_fork(bool child) {
+    if (child) pthread_rwlock_init(&hak_maps_lock, NULL);
+    else pthread_rwlock_unlock(&hak_maps_lock);
+}
+
 /* Overcommit: read-write mappings are made without MAP_NORESERVE, as glibc
  * makes them, so the kernel's policy (vm.overcommit_memory) decides: the
  * heuristic mode refuses one mapping larger than RAM + swap, the strict mode
@@ -56,6 +72,7 @@ void *hak_os_map(size_t size) {
     errno = saved;
     if (p == MAP_FAILED) return NULL;
     hak_os_mapped((int64_t)size);
+    atomic_fetch_add_explicit(&hak_counters.meta_bytes, size, memory_order_relaxed);   /* never unmapped */
     return p;
 }
 
@@ -63,7 +80,9 @@ void hak_os_unmap(void *p, size_t size) {
     if (size == 0) return;
     int saved = errno;
     hak_count(munmap_calls);
+    hak_maps_shared();
     if (munmap(p, size) == 0) hak_os_mapped(-(int64_t)size);
+    hak_maps_done();
     errno = saved;
 }
 
@@ -346,11 +365,13 @@ void *hak_os_remap(void *p, size_t old_size, size_t new_size, void *fixed_addr) 
     if (!hak_os_describable((uintptr_t)(fixed_addr ? fixed_addr : p), new_size)) return NULL;
     int saved = errno;
     hak_count(mremap_calls);
+    hak_maps_shared();
     void *r = fixed_addr ? mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, fixed_addr)
                          : mremap(p, old_size, new_size, 0);
+    if (r != MAP_FAILED) hak_os_mapped((int64_t)new_size - (int64_t)old_size);
+    hak_maps_done();
     errno = saved;
     if (r == MAP_FAILED) return NULL;
-    hak_os_mapped((int64_t)new_size - (int64_t)old_size);
     return r;
 }
 
@@ -364,6 +385,30 @@ uint64_t hak_os_rss_peak_bytes(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (uint64_t)ru.ru_maxrss * 1024u;
+}
+
+/* Which OS pages of [p, p + size) (p page-aligned) are resident: one byte
+ * each in vec, bit 0 (mincore, the raw system call).  False if the kernel
+ * will not say (a seccomp filter, no such call). */
+bool hak_os_incore(const void *p, size_t size, unsigned char *vec) {
+    int saved = errno;
+    long r = syscall(SYS_mincore, p, size, vec);
+    errno = saved;
+    return r == 0;
+}
+
+/* n bytes to fd (the raw system call, as hak_os_write_err): 0, or the errno
+ * of the write that failed. */
+int hak_os_write_fd(int fd, const char *s, size_t n) {
+    int saved = errno, err = 0;
+    while (n > 0) {
+        long w = syscall(SYS_write, fd, s, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { err = w < 0 ? errno : EIO; break; }
+        s += w; n -= (size_t)w;
+    }
+    errno = saved;
+    return err;
 }
 
 /* The raw system call: glibc's write() is a cancellation point, and

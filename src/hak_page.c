@@ -311,13 +311,13 @@ void *hak_page_sampled_alloc(hak_heap_t *heap, size_t size, size_t align) {
 bool hak_page_reclass(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
     if (!hak_segment_span_grow(heap, page, cls)) return false;
     hak_queue_remove(heap, page);
-    hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
+    hak_count_page(page->class_idx, -1, page->area);
     hak_segment_init_page(hak_segment_of(page), page, cls);   /* capacity 0, used 0, empty lists */
     HAK_SET_RELAXED(page->capacity, 1);      /* block 0 is the caller's */
     page->used = 1;
     hak_page_update_limit(page);
     hak_queue_push_back(heap, page);
-    hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
+    hak_count_page(cls, 1, page->area);
     return true;
 }
 

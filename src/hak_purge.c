@@ -445,6 +445,8 @@ static void hak_chuge_cap_locked(void) {
 }
 
 void hak_cache_huge_live(int64_t delta) {
+    hak_count_peak(&hak_counters.active_bytes, &hak_counters.active_peak, delta);
+    hak_count_peak(&hak_counters.huge_bytes, &hak_counters.huge_bytes_peak, delta);
     pthread_mutex_lock(&hak_cache_lock);
     hak_huge_live += (uint64_t)delta;
     if (hak_huge_live > hak_huge_live_peak) hak_huge_live_peak = hak_huge_live;
@@ -653,6 +655,19 @@ size_t hak_cache_trim(void) {
     return bytes;
 }
 
+/* The memory account (hak_account.c): each cached segment and huge mapping
+ * (its address, bytes mapped, and whether it may hold committed memory),
+ * then `then`, all with the cache lock held, so that no segment moves
+ * between the cache and a heap meanwhile. */
+void hak_cache_account(void (*each)(void *arg, hak_segment_t *seg, size_t size, size_t dirty, bool huge),
+                       void (*then)(void *arg), void *arg) {
+    pthread_mutex_lock(&hak_cache_lock);
+    for (size_t i = 0; i < hak_cseg_n; i++) each(arg, hak_cseg[i].seg, hak_cseg[i].size, hak_cseg[i].dirty, false);
+    for (size_t i = 0; i < hak_chuge_n; i++) each(arg, hak_chuge[i].seg, hak_chuge[i].size, hak_chuge[i].dirty, true);
+    then(arg);
+    hak_cache_unlock();
+}
+
 /* ---- every heap: the purger and malloc_trim ----
  * hak_purger_lock is held by whoever purges other heaps' slots (the purger
  * thread, malloc_trim), so that fork() -- which takes it first -- never
@@ -853,9 +868,11 @@ void hak_purger_thread_ends(void) {
 void hak_segment_lock_for_fork(void) {
     pthread_mutex_lock(&hak_purger_lock);
     pthread_mutex_lock(&hak_cache_lock);
+    hak_os_maps_hold();                        /* after the cache lock, as the account takes them */
 }
 
 void hak_segment_unlock_after_fork(bool child) {
+    hak_os_maps_unlock_after_fork(child);
     if (child) {
         pthread_mutex_init(&hak_cache_lock, NULL);
         pthread_mutex_init(&hak_purger_lock, NULL);
@@ -869,19 +886,23 @@ void hak_segment_unlock_after_fork(bool child) {
     }
 }
 
-void hak_purge_stats_print(void) {
+void hak_purge_stats_lines(void (*line)(void *arg, const char *text), void *arg) {
 #define L(f) (unsigned long)atomic_load_explicit(&hak_pst.f, memory_order_relaxed)
+    char buf[512];
     pthread_mutex_lock(&hak_cache_lock);
     size_t nseg = hak_cseg_n, nhuge = hak_chuge_n;
     uint64_t huge_bytes = hak_chuge_bytes;
     hak_cache_unlock();
-    hak_message("hakmem:   segment cache: %lu taken (%lu dirty), %lu cached, %lu unmapped, %lu purged (%lu by age, %lu by cap); now %lu\n",
-                L(seg_taken), L(seg_dirty_taken), L(seg_put), L(seg_unmapped), L(cache_purges), L(cache_age_purges), L(cache_cap_purges),
-                (unsigned long)nseg);
-    hak_message("hakmem:   huge cache: %lu taken, %lu missed, %lu cached, %lu unmapped; now %lu (%lu KiB)\n",
-                L(huge_taken), L(huge_missed), L(huge_put), L(huge_unmapped), (unsigned long)nhuge,
-                (unsigned long)(huge_bytes >> 10));
-    hak_message("hakmem:   slot purges %lu (%lu KiB); purger rounds %lu\n",
-                L(slot_purges), L(slot_purged_kb), L(purger_rounds));
+    hak_format(buf, sizeof buf, "hakmem:   segment cache: %lu taken (%lu dirty), %lu cached, %lu unmapped, %lu purged (%lu by age, %lu by cap); now %lu\n",
+               L(seg_taken), L(seg_dirty_taken), L(seg_put), L(seg_unmapped), L(cache_purges), L(cache_age_purges), L(cache_cap_purges),
+               (unsigned long)nseg);
+    line(arg, buf);
+    hak_format(buf, sizeof buf, "hakmem:   huge cache: %lu taken, %lu missed, %lu cached, %lu unmapped; now %lu (%lu KiB)\n",
+               L(huge_taken), L(huge_missed), L(huge_put), L(huge_unmapped), (unsigned long)nhuge,
+               (unsigned long)(huge_bytes >> 10));
+    line(arg, buf);
+    hak_format(buf, sizeof buf, "hakmem:   slot purges %lu (%lu KiB); purger rounds %lu\n",
+               L(slot_purges), L(slot_purged_kb), L(purger_rounds));
+    line(arg, buf);
 #undef L
 }

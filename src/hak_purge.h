@@ -107,6 +107,11 @@ bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty, bool free
 /* Bytes of huge mappings in use grew or shrank by delta (hak_huge.c). */
 void hak_cache_huge_live(int64_t delta);
 
+/* The memory account's view of the caches (hak_account.c): each entry,
+ * then `then`, under the cache lock. */
+void hak_cache_account(void (*each)(void *arg, hak_segment_t *seg, size_t size, size_t dirty, bool huge),
+                       void (*then)(void *arg), void *arg);
+
 /* ---- trim, background purger, fork ---- */
 size_t hak_cache_trim(void);           /* empty both caches; bytes released */
 void   hak_purge_all_heaps(void);      /* purge every heap's free slots (malloc_trim) */
@@ -114,7 +119,8 @@ void   hak_purger_kick(void);          /* something became dirty: wake the purge
 void   hak_purger_start(void);         /* start-up and fork child: the purger, if the options want it */
 void   hak_purger_thread_ends(void);   /* a thread's exit handler: the purger looks for live threads */
 void   hak_purger_first_thread(void);  /* the caller is the process's first thread (constructor, fork child) */
-void   hak_purge_stats_print(void);    /* the caches' counters (HAKMEM_STATS) */
+/* the caches' counters (the statistics report): each line to line */
+void   hak_purge_stats_lines(void (*line)(void *arg, const char *text), void *arg);
 
 /* how memory goes back: MADV_DONTNEED, or MADV_FREE (HAKMEM_PURGE_LAZY) */
 void hak_purge_range(void *p, size_t size);

@@ -488,7 +488,7 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     }
     hak_segment_init_page(seg, page, cls);
     hak_slots_unlock(heap);
-    hak_count_peak(&hak_counters.class_pages[cls], &hak_counters.class_pages_peak[cls], 1);
+    hak_count_page(cls, 1, page->area);
     return page;
 }
 
@@ -528,7 +528,7 @@ static void hak_segment_slot_back(hak_heap_t *heap, hak_page_t *page, uint64_t n
     uint8_t *carved_end = page->start + (size_t)HAK_RELAXED(page->capacity) * page->block_size;
     if (hak_span_has_canary(page)) carved_end = hak_span_end(page);   /* and the canary there */
     size_t used = (size_t)(carved_end - ((uint8_t *)seg + ((size_t)(page - seg->pages) << seg->page_shift)));
-    hak_count_peak(&hak_counters.class_pages[page->class_idx], &hak_counters.class_pages_peak[page->class_idx], -1);
+    hak_count_page(page->class_idx, -1, page->area);
     page->free = page->local_free = NULL;
     page->used = 0;
     HAK_SET_RELAXED(page->capacity, 0);   /* no block of a released slot passes a free check */

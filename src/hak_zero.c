@@ -53,6 +53,15 @@ static HAK_NOINLINE uintptr_t hak_zero_reserve(void) {
     return want;
 }
 
+/* The memory account: the region's reservation (false: none). */
+bool hak_zero_region(uintptr_t *base, size_t *size) {
+    uintptr_t b = atomic_load_explicit(&hak_zero_base, memory_order_acquire);
+    if (b == 0 || b == HAK_ZERO_FAILED) return false;
+    *base = b;
+    *size = HAK_ZERO_BYTES;
+    return true;
+}
+
 /* The slots of a word whose index is a multiple of k (a power of two <= 64). */
 static uint64_t hak_zero_allowed(size_t k) {
     uint64_t m = 1;

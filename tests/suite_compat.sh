@@ -6,7 +6,11 @@
 #                         and glibc's malloc.o is not linked in
 #   compat.preload_libc.* the same checks under LD_PRELOAD
 #   compat.glibc_api*     mallinfo, mallinfo2, malloc_trim, malloc_info,
-#                         mallopt, malloc_stats (preloaded and static)
+#                         mallopt, malloc_stats (preloaded and static); and
+#                         what glibc's own tst-malloc-thread-fail,
+#                         tst-malloc-tcache-leak and
+#                         tst-malloc-stats-cancellation rely on
+#                         (tests/compat/glibc_api.c)
 #   compat.<program>      real programs under LD_PRELOAD=build/libhakmem.so,
 #                         stdout compared with a run on glibc's malloc: CPython
 #                         regression tests, sqlite3, git, gcc, perl, xz -T2,
@@ -59,7 +63,10 @@ run_bin compat.preload_libc 60 env LD_PRELOAD="$REL_SO" "$C/libc_internal" compa
 # ---- glibc extension API ----
 run_bin compat.glibc_api 60 env LD_PRELOAD="$REL_SO" "$C/glibc_api" compat.glibc_api
 run_bin compat.glibc_api_static 60 "$C/glibc_api_static" compat.glibc_api_static
-stats_check() {   # NAME CMD...: malloc_stats() writes hakmem's report to stderr, nothing to stdout
+# stats_check NAME CMD...: malloc_stats() writes glibc's summary lines ("Arena
+# 0:" first, "max mmap bytes" last), then hakmem's report, to stderr; nothing
+# to stdout
+stats_check() {
     local name=$1
     shift
     limit 30 "$@" >"$W/ms.out" 2>"$W/ms.err"
@@ -73,6 +80,11 @@ stats_check() {   # NAME CMD...: malloc_stats() writes hakmem's report to stderr
     elif ! grep -q "^hakmem $HAK_VERSION statistics" "$W/ms.err" ||
         ! grep -q '^hakmem:   segments in use' "$W/ms.err"; then
         fail "$name" "stderr lacks hakmem's statistics: $(head -n 2 "$W/ms.err" | tr '\n' ' ')"
+    elif [[ $(head -n 7 "$W/ms.err" | sed 's/= *[0-9]*$/=/' | tr '\n' '|') != \
+        'Arena 0:|system bytes     =|in use bytes     =|Total (incl. mmap):|system bytes     =|in use bytes     =|max mmap regions =|' ]] ||
+        ! sed -n 8p "$W/ms.err" | grep -Eq '^max mmap bytes   = +[0-9]+$' ||
+        ! sed -n 9p "$W/ms.err" | grep -q "^hakmem $HAK_VERSION statistics"; then
+        fail "$name" "stderr does not begin with glibc's summary lines, then hakmem's: $(head -n 9 "$W/ms.err" | tr '\n' '|')"
     else
         pass "$name"
     fi

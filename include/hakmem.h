@@ -60,8 +60,14 @@ const char *hakmem_build_variant(void);
  * before the environment, which overrides it.  hakmem reads it when the
  * program is linked with -lhakmem or libhakmem.a; under LD_PRELOAD the
  * program must export it (-Wl,--export-dynamic-symbol=hakmem_conf, or
- * -rdynamic).  hakmem only declares it (weak): the program defines it. */
+ * -rdynamic).  hakmem only declares it (weak): the program defines it.
+ * Declared with default visibility, so that a definition after this header
+ * is exported also from a program built with -fvisibility=hidden. */
+#if defined(__GNUC__)
+extern const char *hakmem_conf __attribute__((visibility("default")));
+#else
 extern const char *hakmem_conf;
+#endif
 
 /* Set an option while the program runs: name as in hakmem_conf (e.g.
  * "purge_delay_ms" or "HAKMEM_PURGE_DELAY_MS"), value as in the

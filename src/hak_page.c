@@ -160,17 +160,30 @@ static HAK_NOINLINE void hak_page_link_shuffled(hak_page_t *page, uint8_t *first
 static void hak_page_extend(hak_page_t *page) {
     size_t bsize = page->block_size;
     uint32_t n = page->reserved - page->capacity;
-    uint32_t step = bsize >= 4096 ? 1 : bsize >= 1024 ? 4 : (uint32_t)(4096 / bsize);
+    /* 4096 / bsize without a division: div_magic is floor(2^64 / bsize) + 1 */
+    uint32_t step = bsize >= 4096 ? 1 : bsize >= 1024 ? 4 :
+                    (uint32_t)(((unsigned __int128)4096 * page->div_magic) >> 64);
     if (n > step) n = step;
     uint8_t *first = page->start + (size_t)page->capacity * bsize;
     if (HAK_HARDENED_ENABLED && n > 1) {
         hak_page_link_shuffled(page, first, n);
     } else {
-        for (uint32_t i = 0; i < n; i++) {
-            hak_block_t *b = (hak_block_t *)(first + i * bsize);
-            b->next = i + 1 < n ? (hak_block_t *)(first + (i + 1) * bsize) : page->free;
-            b->key = page->free_key;   /* what malloc's pop checks */
+        /* each block's link and key (what malloc's pop checks) in one
+         * 16-byte store, two blocks a step: 3 instructions a block */
+        typedef uint64_t hak_v2_t __attribute__((vector_size(16)));
+        uint8_t *last = first + (size_t)(n - 1) * bsize, *p = first;
+        uintptr_t pair_end = (uintptr_t)last - bsize;   /* a pair starts below it */
+        hak_v2_t w = { (uint64_t)(uintptr_t)(first + bsize), page->free_key }, d = { bsize, 0 };
+        hak_v2_t w2 = w + d, d2 = d + d;
+        for (; (uintptr_t)p < pair_end; p += 2 * bsize) {
+            *(hak_v2_t *)p = w;
+            *(hak_v2_t *)(p + bsize) = w2;
+            w += d2;
+            w2 += d2;
         }
+        if (p < last) *(hak_v2_t *)p = w;
+        ((hak_block_t *)last)->next = page->free;
+        ((hak_block_t *)last)->key = page->free_key;
         page->free = (hak_block_t *)first;
     }
     HAK_SET_RELAXED(page->capacity, page->capacity + n);
@@ -381,8 +394,11 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     if (page) {
         if (q->first != page) { hak_queue_remove(heap, page); hak_queue_push(heap, page, true); }
     } else {
-        hak_segment_purge_due(heap, false);
         page = hak_segment_page_alloc(heap, cls);
+        /* the decay's due purge after the take, not before: it never purges
+         * the dirty slot the class is about to take back (which the take
+         * prefers: hak_segment_page_alloc) */
+        hak_segment_purge_due(heap, false);
         if (!page) return NULL;
         hak_queue_push(heap, page, true);
         hak_page_extend(page);
@@ -422,6 +438,34 @@ HAK_INLINE bool hak_quick_refill(hak_heap_t *heap, hak_page_t *page) {
     if (page->local_free == NULL || !hak_nothing_to_collect(heap, page)) return false;
     page->free = page->local_free;
     page->local_free = NULL;
+    hak_page_check(page);   /* debug build */
+    return true;
+}
+
+/* The pages after page in its class queue that hak_find_page's walk would
+ * look at before it carves page: none of them has a block at hand or
+ * waiting, and there are no more of them than the walk leaves exhausted in
+ * the queue (HAK_QUEUE_KEEP_FULL; more: the walk moves some to the full
+ * queue). */
+HAK_INLINE bool hak_queue_rest_exhausted(const hak_page_t *page) {
+    const hak_page_t *p = page->next;
+    for (unsigned n = 0; p != NULL; n++, p = p->next) {
+        if (n >= HAK_QUEUE_KEEP_FULL || p->free != NULL || p->local_free != NULL ||
+            atomic_load_explicit(&p->xthread_free, memory_order_relaxed) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The class's first page has no block at hand but blocks never handed out
+ * (its tail), and nothing else of the class would serve first: carve its
+ * next blocks (hak_page_extend) here, what hak_find_page would do after its
+ * walk (fragmentation: a fifth of the slow path's instructions a carve). */
+HAK_INLINE bool hak_quick_extend(hak_heap_t *heap, hak_page_t *page) {
+    if (HAK_RELAXED(page->capacity) >= page->reserved || page->local_free != NULL ||
+        !hak_nothing_to_collect(heap, page) || !hak_queue_rest_exhausted(page))
+        return false;
+    hak_page_extend(page);
     hak_page_check(page);   /* debug build */
     return true;
 }
@@ -486,7 +530,8 @@ static HAK_NOINLINE void *hak_malloc_general(size_t size, hak_heap_t *heap) {
  * frees wait -- needs neither the class nor the queue; everything else is
  * hak_malloc_general's. */
 void *hak_malloc_refill(size_t size, hak_heap_t *heap, hak_page_t *page) {
-    if (hak_likely(hak_quick_refill(heap, page))) return hak_page_pop(heap, page, &page->free, page->class_idx);
+    if (hak_likely(hak_quick_refill(heap, page) || hak_quick_extend(heap, page)))
+        return hak_page_pop(heap, page, &page->free, page->class_idx);
     return hak_malloc_general(size, heap);
 }
 

@@ -190,10 +190,29 @@ void hak_purge_segment_left(hak_heap_t *heap, hak_segment_t *seg) {
 static unsigned hak_age_bucket(uint64_t age) { return age == 0 ? 0 : 64u - (unsigned)__builtin_clzll(age); }
 static uint64_t hak_bucket_lo(unsigned b) { return b == 0 ? 0 : (uint64_t)1 << (b - 1); }
 
+/* Slot (or slice) i of seg is free and holds nothing committed that the
+ * decay counts: purged already, or never used.  A purge may span it (its
+ * memory is no block's, so a second madvise of it changes nothing). */
+static bool hak_slot_clean(const hak_segment_t *seg, unsigned i) {
+    const hak_page_t *pg = &seg->pages[i];
+    /* (a large segment: a slice is free when its span's head is; small:
+     * slot 0 is the header) */
+    const hak_page_t *owner = seg->kind == HAK_PAGE_LARGE ? seg->slice_page[i] : pg;
+    return i >= seg->first_page && !owner->in_use && !pg->needs_purge;
+}
+
+/* How much of seg's slots are free, in 64ths. */
+static unsigned hak_seg_free64(const hak_segment_t *seg) {
+    unsigned slots = seg->page_count - seg->first_page;
+    unsigned free = seg->kind == HAK_PAGE_LARGE ? seg->free_slices : slots - seg->used_pages;
+    return free * 64 / slots;
+}
+
 /* The decay for one heap's free slots: purge every slot unused for the
  * delay, then, while more than max(floor, demand) stays dirty, the oldest
  * ones down to 3/4 of that (so a heap that keeps freeing is not scanned on
- * every free).  Neighbouring slots go in one madvise. */
+ * every free).  Neighbouring slots go in one madvise, across free slots
+ * that are clean already (hak_slot_clean). */
 void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode) {
     bool all = mode == HAK_PURGE_ALL;
     if (all) heap->demand_bytes = heap->regret_bytes = 0;   /* malloc_trim: the program is done with it */
@@ -232,20 +251,49 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
             }
         }
     }
+    /* The part of bucket part_b that goes: from the segments with the most
+     * free slots first, where free slots lie next to each other and next to
+     * slots purged before (fewer calls for the same bytes: fragmentation's
+     * final frees, docs/memory-return.md).  Segments more than part_free
+     * 64ths free give all of that bucket's slots, those part_free free as
+     * many as part_kb still asks for. */
+    unsigned part_free = 64;
+    if (part_kb > 0) {
+        uint64_t by_free[65] = {0};
+        for (int k = 0; k < HAK_PAGE_KINDS; k++)
+            for (hak_segment_t *seg = heap->segs[k].first; seg; seg = seg->next) {
+                if (seg->purge_pending == 0) continue;
+                uint64_t kb = 0;
+                for (unsigned i = 0; i < seg->page_count; i++) {
+                    const hak_page_t *pg = &seg->pages[i];
+                    if (pg->needs_purge && hak_age_bucket(now > pg->freed_at_ms ? now - pg->freed_at_ms : 0) == part_b)
+                        kb += pg->dirty_kb;
+                }
+                by_free[hak_seg_free64(seg)] += kb;
+            }
+        uint64_t hi = 0;
+        while (part_free > 0 && hi + by_free[part_free] < part_kb) hi += by_free[part_free--];
+        part_kb -= hi;
+    }
     uint64_t next_due = 0;
     size_t os_page = hak_os_page_size();
     uint64_t purged_kb = 0;
     for (int k = 0; k < HAK_PAGE_KINDS; k++) {
         for (hak_segment_t *seg = heap->segs[k].first; seg; seg = seg->next) {
             if (seg->purge_pending == 0) continue;
-            uint8_t *run_lo = NULL, *run_hi = NULL;
+            /* the run to purge, [run_lo, run_hi), and the free slots
+             * already clean right after it, up to gap_hi, which the run
+             * may span to the next slot that goes (one call, not two) */
+            uint8_t *run_lo = NULL, *run_hi = NULL, *gap_hi = NULL;
+            unsigned free64 = part_b < HAK_AGE_BUCKETS ? hak_seg_free64(seg) : 0;   /* (0: no part) */
             for (unsigned i = 0; i <= seg->page_count; i++) {
                 hak_page_t *page = i < seg->page_count ? &seg->pages[i] : NULL;
                 bool go = false;
                 if (page && page->needs_purge) {
                     uint64_t age = now > page->freed_at_ms ? now - page->freed_at_ms : 0;
                     if (age >= cut) go = true;
-                    else if (part_kb > 0 && hak_age_bucket(age) == part_b) {
+                    else if (free64 > part_free && hak_age_bucket(age) == part_b) go = true;
+                    else if (free64 == part_free && part_kb > 0 && hak_age_bucket(age) == part_b) {
                         go = true;
                         part_kb = part_kb > page->dirty_kb ? part_kb - page->dirty_kb : 0;
                     } else if (delay != UINT64_MAX) {
@@ -257,18 +305,22 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
                     size_t len;
                     uint8_t *lo = hak_segment_page_area(seg, page, &len);
                     uint8_t *alo = (uint8_t *)hak_round_up((uintptr_t)lo, os_page);
-                    if (run_hi != alo) {
+                    if (run_hi != alo && gap_hi != alo) {
                         if (run_lo) hak_purge_mode_range(run_lo, (size_t)(run_hi - run_lo), all);
                         run_lo = alo;
                     }
-                    run_hi = lo + len;
+                    run_hi = gap_hi = lo + len;
                     page->needs_purge = 0;
                     seg->purge_pending--;
                     heap->purge_pending_bytes_k -= page->dirty_kb;
                     purged_kb += page->dirty_kb;       /* dirty_kb stays: the extent last used */
+                } else if (run_lo && page && hak_slot_clean(seg, i)) {
+                    size_t len;
+                    uint8_t *lo = hak_segment_page_area(seg, page, &len);
+                    if (lo == gap_hi) gap_hi = lo + len;
                 } else if (run_lo) {
                     hak_purge_mode_range(run_lo, (size_t)(run_hi - run_lo), all);
-                    run_lo = run_hi = NULL;
+                    run_lo = run_hi = gap_hi = NULL;
                 }
             }
         }

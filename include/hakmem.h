@@ -50,6 +50,33 @@ const char *hakmem_version(void);
  * pages; docs/security.md). */
 const char *hakmem_build_variant(void);
 
+/* ---- options (docs/options.md) ----
+ *
+ * A program's own defaults: define this string in the program, e.g.
+ *     const char *hakmem_conf = "sample_bytes=512k,stats=yes";
+ * "name=value" items separated by commas; a name is an option's without
+ * HAKMEM_ (any case, or with it), values are written as in the
+ * environment.  Read once at start-up, after the profile's defaults and
+ * before the environment, which overrides it.  hakmem reads it when the
+ * program is linked with -lhakmem or libhakmem.a; under LD_PRELOAD the
+ * program must export it (-Wl,--export-dynamic-symbol=hakmem_conf, or
+ * -rdynamic).  hakmem only declares it (weak): the program defines it. */
+extern const char *hakmem_conf;
+
+/* Set an option while the program runs: name as in hakmem_conf (e.g.
+ * "purge_delay_ms" or "HAKMEM_PURGE_DELAY_MS"), value as in the
+ * environment ("0", "on", "64m").  Only verbose, purge_delay_ms,
+ * purge_budget_kb, segment_cache, huge_cache_mb and purge_lazy may change
+ * at run time; they take effect at the next allocator call that uses them.
+ * Returns 0, or -1 with errno ENOENT (no such option), EINVAL (name or
+ * value NULL, or a bad value: the option keeps its value) or EPERM (an
+ * option read only at start-up). */
+int hakmem_option_set(const char *name, const char *value);
+/* The value in effect of an option (any option; "profile": 0 speed, 1
+ * balanced, 2 lean) into *value.  Returns 0, or -1 with errno ENOENT (no
+ * such option) or EINVAL (name or value NULL). */
+int hakmem_option_get(const char *name, long *value);
+
 /* Write the live sampled blocks (HAKMEM_SAMPLE_BYTES > 0) as a heap profile
  * that pprof reads (gperftools' text format, heap_v2) to path; "%p" in path
  * stands for the pid.  Returns 0, or -1 with errno set.  docs/profiling.md */

@@ -86,9 +86,13 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
     if (hak_page_has_canary(page)) hak_large_check(page, block, "realloc()");
     size_t usable, room;   /* what it holds, what it could hold */
     if (page->flags & HAK_PAGE_IS_HUGE) {
-        usable = room = page->area - (size_t)((uint8_t *)p - page->start);
-        if (size > HAK_LARGE_MAX) {
-            hak_profile_free(p);   /* a sampled block that moves leaves the profile */
+        /* (p is the block's start: hak_block_in) its usable size, and the
+         * rest of its mapping: a size that fits there stays in place, with
+         * the size recorded; a larger one moves pages (hak_huge_realloc) */
+        usable = page->block_size;
+        room = page->area;
+        if (size > HAK_LARGE_MAX || hak_realloc_keeps(size, usable, room)) {
+            hak_profile_free(p);   /* sampled again below, as any resize of a huge block */
             void *q = hak_huge_realloc(seg, p, size);
             if (q) {
                 if (HAK_SAMPLED(size)) hak_profile_resized(q, size);
@@ -96,10 +100,10 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
             }
             if (size > ((size_t)1 << 46)) return NULL;   /* errno set */
         }
-    } else {
-        usable = hak_block_usable(page, block, p);
-        room = hak_block_room(page, block, p);
+        return hak_realloc_move(p, size, usable);
     }
+    usable = hak_block_usable(page, block, p);
+    room = hak_block_room(page, block, p);
     if (hak_realloc_keeps(size, usable, room)) {
         if (hak_unlikely(page->flags & HAK_PAGE_SAMPLED)) hak_profile_resize(p, size);
         hak_block_resize(page, block, p, size);

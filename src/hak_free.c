@@ -330,7 +330,7 @@ static HAK_NOINLINE size_t hak_usable_exact(const void *p, const char *op, bool 
     }
     hak_page_t *page;
     uint8_t *block = (uint8_t *)hak_block_in(seg, p, op, &page);
-    if (page->flags & HAK_PAGE_IS_HUGE) return page->area;
+    if (page->flags & HAK_PAGE_IS_HUGE) return page->block_size;   /* the size asked, page-rounded (hak_huge.c) */
     *exact = hak_page_has_canary(page) && (const uint8_t *)p == block;   /* the size it was allocated with */
     return hak_block_usable(page, block, p);
 }

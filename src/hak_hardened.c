@@ -151,6 +151,39 @@ HAK_INLINE void hak_h_check_canary(void *p, size_t n, size_t slot, uint64_t c8, 
         hak_fatal(op, "heap overflow detected (the canary after the block was overwritten) in block", p);
 }
 
+/* The rest of the slot, [n + 16, slot - 8), past the canary and before the
+ * trailer: zero in a live block (the canary's 16 bytes catch an overflow
+ * that runs on from the block's end; this, one that starts past them or
+ * jumps them -- a write 32 bytes past a 256 KiB block lands 16 bytes past
+ * the canary, in a tail of 32 KiB).  Checked whole at free: aligned
+ * vectors, four a step, the first masked below n + 16 and the last (which
+ * ends with the trailer) to its first 8 bytes. */
+static HAK_NOINLINE bool hak_h_tail_clear_long(const hak_va_t *v, size_t from, size_t to) {
+    hak_va_t acc = { 0, 0 };
+    for (size_t i = from; i + 4 <= to; i += 4) acc |= v[i] | v[i + 1] | v[i + 2] | v[i + 3];
+    acc |= v[to - 4] | v[to - 3] | v[to - 2] | v[to - 1];
+    return (acc[0] | acc[1]) == 0;
+}
+HAK_INLINE bool hak_h_tail_clear(const void *p, size_t n, size_t slot) {
+    size_t t0 = n + 16;
+    if (t0 >= slot - 8) return true;            /* no tail: the canary reaches the trailer */
+    const hak_va_t *v = (const hak_va_t *)p;
+    size_t a = t0 / 16, last = slot / 16 - 1;   /* v[last] ends with the trailer */
+    int8_t lo = (int8_t)(t0 & 15), hi = a == last ? 8 : 16;
+    hak_va_t acc = (hak_va_t)((hak_vb_t)v[a] & ((hak_h_iota >= lo) & (hak_h_iota < hi)));
+    if (a < last) {
+        acc[0] |= v[last][0];
+        size_t k = last - a - 1;                /* whole vectors between */
+        if (k >= 4) return (acc[0] | acc[1]) == 0 && hak_h_tail_clear_long(v, a + 1, last);
+        if (k > 0) acc |= v[a + 1] | v[a + (k + 1) / 2] | v[a + k];
+    }
+    return (acc[0] | acc[1]) == 0;
+}
+HAK_INLINE void hak_h_check_tail(void *p, size_t n, size_t slot, const char *op) {
+    if (hak_unlikely(!hak_h_tail_clear(p, n, slot)))
+        hak_fatal(op, "heap overflow detected (the slot past the canary was written) in block", p);
+}
+
 /* Zero on free: the bytes [0, len) of a freed block (16-byte aligned),
  * whole vectors (len rounded up: the caller writes the freed mark over any
  * bytes of the trailer this reaches); glibc's memset for long lengths (rep
@@ -216,6 +249,7 @@ static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end) {
                     p, i * 8, (void *)w[i], (void *)w[i + 1]);
         hak_fatal("malloc()", "write after free detected in the block it would return", p);
     }
+    memset((uint8_t *)p + 16, 0, end - 16);    /* (no metadata word is handed out) */
 }
 HAK_INLINE void hak_h_check_reused(void *p, size_t slot) {
     if (slot <= 16) return;
@@ -434,6 +468,11 @@ HAK_INLINE void *hak_h_finish(void *p, size_t slot, size_t n, unsigned by) {
     if (hak_unlikely(!p)) return NULL;
     if (slot == 0) slot = hak_h_slot(p, "malloc()");
     hak_h_check_reused(p, slot);
+    /* the free list's link and key: the block is zero whole from here on
+     * (the quarantine checked the rest; hak_segment_scrub cleared the
+     * words of earlier classes' blocks), so the program never sees a
+     * heap address or a key */
+    *(hak_va_t *)p = (hak_va_t){ 0, 0 };
     hak_h_keys_t k = hak_h_keys();
     hak_q_probe();
     hak_h_seal(p, n, slot, by, k);
@@ -484,6 +523,7 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
     hak_h_keys_t k = hak_h_keys();
     hak_h_info_t b = hak_h_read(p, slot, k.s1, op);
     hak_h_check_canary(p, b.n, slot, k.c8, op);
+    if (slot > HAK_H_OWN_ZERO) hak_h_check_tail(p, b.n, slot, op);
     if (hak_unlikely(sized && size != b.n))
         hak_fatal(op, by_new ? "size does not match the block (sized delete)" : "size does not match the block", p);
     if (hak_unlikely(by_new && b.by != HAK_HARDENED_BY_NEW))
@@ -527,9 +567,15 @@ void *hak_hardened_realloc(void *p, size_t n) {
         hak_h_keys_t k = hak_h_keys();
         hak_h_info_t b = hak_h_read(p, slot, k.s1, "realloc()");
         hak_h_check_canary(p, b.n, slot, k.c8, "realloc()");
+        if (slot > HAK_H_OWN_ZERO) hak_h_check_tail(p, b.n, slot, "realloc()");
         old = b.n;
         if (n <= PTRDIFF_MAX && n + 8 <= slot && n + 8 >= slot / 2) {
-            if (n < old) {
+            if (n > old) {
+                /* the old canary's bytes become the block's: zero, as the
+                 * rest of the slot (no secret byte is handed out) */
+                hak_h_canary_t c = hak_h_canary(p, old, slot, k.c8);
+                *(hak_vb_t *)c.at &= ~c.mask;
+            } else if (n < old) {
                 /* the old size's bytes and canary past n: zero, as the
                  * slot's rest -- to a 16-byte step (or the slot's end; the
                  * seal writes the trailer again), so that no free-list

@@ -50,4 +50,17 @@ void   hak_os_zero_touched(void *p, size_t size);
 #define HAK_HARDENED_GUARD    ((size_t)4 << 10)
 #define HAK_HARDENED_HEADER   (HAK_HARDENED_GUARD_AT + HAK_HARDENED_GUARD)
 
+/* Far overflows (docs/security.md, "The hardened build"): a segment holds
+ * pages in its first MiB only, [0, HAK_HARDENED_USED); the other 3 MiB are
+ * no-access, made so when the segment is mapped and kept while it is
+ * cached (every kind has this layout).  A write 1 MiB (up to 3 MiB) past
+ * any block of a segment lands there, and one 1 MiB before lands in the
+ * previous 4 MiB unit's last 3 MiB: no-access too, when that unit is a
+ * segment or a huge mapping (whose block ends at least HAK_HARDENED_FAR
+ * before the mapping's end, hak_huge.c).  Blocks that do not fit in a MiB
+ * with the header (above HAK_LARGE_MAX, 960 KiB here) are huge. */
+#define HAK_HARDENED_USED     ((size_t)1 << 20)
+#define HAK_HARDENED_FAR      ((size_t)1 << 20)
+_Static_assert(HAK_HARDENED_USED % ((size_t)1 << HAK_SLICE_SHIFT) == 0, "whole slices");
+
 #endif /* HAK_HARDENED_H */

@@ -270,15 +270,19 @@ HAK_EXPORT void *hakmem_heap_realloc(hakmem_heap_t *hh, void *p, size_t size) {
         bool huge = page->flags & HAK_PAGE_IS_HUGE;
         if (hak_block_is_free(seg, page, (hak_block_t *)block, op)) hak_fatal(op, "pointer already freed", p);
         if (hak_page_has_canary(page)) hak_large_check(page, block, op);
-        usable = huge ? page->area - (size_t)((uint8_t *)p - page->start) : hak_block_usable(page, block, p);
-        size_t room = huge ? usable : hak_block_room(page, block, p);
-        if (seg->heap == h && hak_realloc_keeps(size, usable, room)) {   /* stays */
+        /* a huge block: its usable size, and the rest of its mapping (p is
+         * its start: hak_block_in) */
+        usable = huge ? page->block_size : hak_block_usable(page, block, p);
+        size_t room = huge ? page->area : hak_block_room(page, block, p);
+        bool keeps = hak_realloc_keeps(size, usable, room);
+        if (seg->heap == h && keeps && (!huge || HAK_HARDENED_ENABLED)) {   /* stays */
             if (!huge) hak_block_resize(page, block, p, size);
             return p;
         }
-        /* pages move, it stays h's (not in the hardened build: its huge
-         * mappings have guards, and cached ones are inaccessible) */
-        if (huge && seg->heap == h && size > HAK_LARGE_MAX && !HAK_HARDENED_ENABLED) {
+        /* pages move, it stays h's, or it stays where it is with its new size
+         * recorded (not in the hardened build: its huge mappings have guards,
+         * and cached ones are inaccessible) */
+        if (huge && seg->heap == h && (size > HAK_LARGE_MAX || keeps) && !HAK_HARDENED_ENABLED) {
             void *q = hak_huge_realloc(seg, p, size);
             if (q || size > ((size_t)1 << 46)) return q;
         }
@@ -348,10 +352,10 @@ static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
     uint32_t cap = HAK_RELAXED(page->capacity);
     w->pages++;
     w->page_bytes += page->area;
-    if (page->flags & HAK_PAGE_IS_HUGE) {
+    if (page->flags & HAK_PAGE_IS_HUGE) {   /* its usable size (hak_huge.c) */
         w->blocks++;
-        w->bytes += page->area;
-        return w->fn ? w->fn(page->start, page->area, w->arg) : 0;
+        w->bytes += page->block_size;
+        return w->fn ? w->fn(page->start, page->block_size, w->arg) : 0;
     }
     if (cap == 0 || cap > HAK_WALK_MAX_BLOCKS) return 0;
     uint64_t bits[HAK_WALK_MAX_BLOCKS / 64] = { 0 };

@@ -2,6 +2,9 @@
  * with a segment header (hak_segment_t and one hak_page_t, 768 bytes) in
  * front of the block: the block starts 768 bytes into its 4 MiB-aligned
  * mapping (rounded up to the alignment asked for), not on a page boundary.
+ * Its usable size is the size asked rounded up to the end of its last OS
+ * page; realloc keeps it in place while its mapping holds the new size
+ * (hak_huge_set_size, hak_huge_realloc).
  *
  * A freed huge block goes to the huge cache (hak_purge.c) with its memory
  * still committed; a later huge request takes the smallest cached mapping
@@ -53,13 +56,27 @@ static void hak_huge_header_init(hak_segment_t *seg, size_t map_size) {
     hak_page_set_flags(page, HAK_PAGE_IS_HUGE);
 }
 
-static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset) {
+/* A huge block's two sizes (page 0 of its mapping, whose block starts
+ * offset bytes in): block_size, its usable size -- the size asked, rounded
+ * up to the end of the OS page it ends in (malloc_usable_size, a sized
+ * free's check, realloc's copy, the heap walks); area, what it can grow to
+ * in place: the rest of its mapping (realloc keeps the block while the new
+ * size fits there, and records it).  A request of 0 (an aligned one) counts
+ * as 1 byte.  The hardened build's block ends at its guard page: there the
+ * two are the same (hak_huge_guarded). */
+static void hak_huge_set_size(hak_page_t *page, size_t offset, size_t map_size, size_t size) {
+    size_t end = hak_round_up(offset + (size ? size : 1), hak_os_page_size());
+    page->area = map_size - offset;
+    page->block_size = (end < map_size ? end : map_size) - offset;
+}
+
+static void hak_huge_setup(hak_segment_t *seg, size_t map_size, size_t offset, size_t size) {
     hak_huge_header_init(seg, map_size);
     seg->used_pages = 1;
     hak_page_t *page = &seg->pages[0];
     page->in_use = 1;
     page->start = (uint8_t *)seg + offset;
-    page->block_size = page->area = map_size - offset;
+    hak_huge_set_size(page, offset, map_size, size);
     page->reserved = page->used = 1;
     HAK_SET_RELAXED(page->capacity, 1);
     hak_page_update_limit(page);
@@ -217,13 +234,14 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
         dirty = 0;                               /* fresh mappings are zero */
     }
     /* A reused mapping's last unit may hold committed memory beyond the
-     * block's end: it stays, as part of the block's usable size (purging it
-     * cost more faults than it saved memory: docs/design.md). */
-    hak_huge_setup(seg, need, offset);
+     * block's end: it stays, as room to grow in place (purging it cost more
+     * faults than it saved memory: docs/design.md). */
+    hak_huge_setup(seg, need, offset, size);
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
     hak_cache_huge_live((int64_t)need);
     uint8_t *p = seg->pages[0].start;
-    if (zero && dirty > offset) memset(p, 0, dirty - offset < size ? dirty - offset : size);
+    size_t usable = seg->pages[0].block_size;    /* calloc: zero to the usable end */
+    if (zero && dirty > offset) memset(p, 0, dirty - offset < usable ? dirty - offset : usable);
     return p;
 }
 
@@ -283,7 +301,10 @@ static void *hak_huge_guarded(size_t size, size_t align) {
         offset = hak_round_up(base, align);
         end = hak_round_up(offset + n, ps);
     }
-    size_t need = hak_round_up(end + ps, HAK_SEGMENT_SIZE);
+    /* at least HAK_HARDENED_FAR and a page inaccessible after the block: a
+     * write 1 MiB past its end faults in its own mapping, and one 1 MiB
+     * before a block of the next 4 MiB unit lands here (hak_hardened.h) */
+    size_t need = hak_round_up(end + HAK_HARDENED_FAR + ps, HAK_SEGMENT_SIZE);
     size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
     if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff) { errno = ENOMEM; return NULL; }
     size_t lo = offset & ~(ps - 1);
@@ -294,8 +315,8 @@ static void *hak_huge_guarded(size_t size, size_t align) {
         hak_os_guard((uint8_t *)seg + hdr, lo - hdr);
         hak_os_guard((uint8_t *)seg + end, need - end);
     }
-    hak_huge_setup(seg, need, offset);
-    seg->pages[0].block_size = seg->pages[0].area = end - offset;
+    hak_huge_setup(seg, need, offset, size);
+    seg->pages[0].block_size = seg->pages[0].area = end - offset;   /* the guard page follows */
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
     hak_cache_huge_live((int64_t)need);
     return seg->pages[0].start;
@@ -352,24 +373,28 @@ static hak_segment_t *hak_huge_grow_cached(hak_segment_t *seg, size_t old_map, s
 }
 
 /* A huge block whose mapping grew from old_map to new_map bytes where it
- * lies (its block starts offset bytes in). */
-static void hak_huge_grown_in_place(hak_segment_t *seg, size_t old_map, size_t new_map, size_t offset) {
+ * lies (its block starts offset bytes in), now of size bytes. */
+static void hak_huge_grown_in_place(hak_segment_t *seg, size_t old_map, size_t new_map, size_t offset,
+                                    size_t size) {
     seg->map_size = new_map;
-    seg->pages[0].block_size = seg->pages[0].area = new_map - offset;
+    hak_huge_set_size(&seg->pages[0], offset, new_map, size);
     hak_huge_mark(seg, new_map, true);
     hak_cache_huge_live((int64_t)(new_map - old_map));
 }
 
-/* Resize a huge block by moving pages, never copying them.  Shrinking gives
- * the units it no longer reaches to the huge cache.  Growing takes, in this
- * order: the cached mapping right after the block (nothing moves); cached
- * memory, composed behind the block in a new reservation; the address
- * space after it (fresh memory, in place); a new reservation (fresh).
- * Returns the new pointer, or NULL (errno set) leaving the block untouched. */
+/* Resize a huge block by moving pages, never copying them.  A size its
+ * mapping holds keeps the block where it is, with the new size recorded
+ * (hak_huge_set_size); the units it no longer reaches go to the huge cache.
+ * Growing past the mapping takes, in this order: the cached mapping right
+ * after the block (nothing moves); cached memory, composed behind the block
+ * in a new reservation; the address space after it (fresh memory, in place);
+ * a new reservation (fresh).  Returns the new pointer, or NULL (errno set)
+ * leaving the block untouched: a growth that would move a block aligned to
+ * more than 4 MiB (the caller copies it). */
 void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     hak_page_t *page = &seg->pages[0];
     size_t offset = (size_t)(page->start - (uint8_t *)seg);
-    if (offset >= HAK_SEGMENT_SIZE || size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
+    if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
     size_t new_map = hak_round_up(offset + size, HAK_SEGMENT_SIZE);
     size_t old_map = seg->map_size;
     if (new_map <= old_map) {
@@ -377,12 +402,13 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         if (new_map < old_map) {
             size_t dirty = old_map;
             seg->map_size = new_map;
-            page->block_size = page->area = new_map - offset;
             hak_cache_huge_live(-(int64_t)(old_map - new_map));
             hak_huge_split(seg, old_map, new_map, &dirty, true);
         }
+        hak_huge_set_size(page, offset, new_map, size);
         return p;
     }
+    if (offset >= HAK_SEGMENT_SIZE) { errno = ENOMEM; return NULL; }
     hak_piece_t next;
     if (hak_cache_huge_take_at((uint8_t *)seg + old_map, &next)) {
         size_t d = next.dirty;
@@ -392,7 +418,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         }
         if (next.size >= new_map - old_map ||
             hak_os_remap(seg, old_map + next.size, new_map, NULL)) {   /* and the space after it */
-            hak_huge_grown_in_place(seg, old_map, new_map, offset);
+            hak_huge_grown_in_place(seg, old_map, new_map, offset, size);
             return p;
         }
         hak_huge_give_back(&next);
@@ -400,12 +426,12 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     hak_heap_t *owner = hak_huge_hooks.hold ? hak_huge_hooks.hold(seg) : NULL;   /* a public heap's block stays its */
     hak_segment_t *moved = hak_huge_grow_cached(seg, old_map, new_map);
     if (!moved && hak_os_remap(seg, old_map, new_map, NULL)) {
-        hak_huge_grown_in_place(seg, old_map, new_map, offset);
+        hak_huge_grown_in_place(seg, old_map, new_map, offset, size);
         if (owner) hak_huge_hooks.unhold(owner, seg);
         return p;
     }
     if (!moved) moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
-    if (moved) hak_huge_setup(moved, new_map, offset);
+    if (moved) hak_huge_setup(moved, new_map, offset, size);
     if (owner) hak_huge_hooks.unhold(owner, moved ? moved : seg);
     if (!moved) { errno = ENOMEM; return NULL; }
     hak_cache_huge_live((int64_t)(new_map - old_map));

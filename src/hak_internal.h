@@ -103,6 +103,10 @@ typedef struct hak_options_s {
 extern hak_options_t hak_opt;
 void hak_options_init(void);
 void hak_options_print(void);
+/* hakmem_option_set/get's work (hak_option_api.c calls them after start-up):
+ * 0, or an errno value (ENOENT, EINVAL, EPERM) */
+int hak_option_set(const char *name, const char *value);
+int hak_option_get(const char *name, long *value);
 
 /* ---- OS interface (hak_os.c) ---- */
 void *hak_os_map(size_t size);                  /* fresh zeroed RW memory or NULL */

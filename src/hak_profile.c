@@ -20,8 +20,9 @@
  *    hak_huge_hooks.freed).  No other free pays anything.
  *  - The stack comes from the cached unwind rules of hak_unwind.c, or from
  *    libgcc's _Unwind_Backtrace (.eh_frame, no frame pointers needed),
- *    warmed up in the constructor; a per-thread guard serves any allocation
- *    the unwinder makes unsampled, so it never recurses.
+ *    both warmed up in the constructor; neither takes a lock of the dynamic
+ *    loader's (hak_unwind.c says how); a per-thread guard serves any
+ *    allocation the unwinder makes unsampled, so it never recurses.
  *  - The table is static (HAK_PROF_MAX samples); when it is full a sample is
  *    dropped and counted.  One mutex, held across fork (pthread_atfork). */
 #include "hak_internal.h"
@@ -115,14 +116,21 @@ HAK_PROF_TEXT static _Unwind_Reason_Code hak_unwind_step(struct _Unwind_Context 
     return u->n < u->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
+/* hak_unwind.c: may the debug build check this complete walk against
+ * libgcc's? (Not if libgcc's walk could take the loader's lock, nor for
+ * an allocation of libgcc's own.) */
+bool hak_unwind_gcc_may_check(void *const *frames, int n);
+
 /* The calling stack, its leading frames in [lo, hi) left out (lo == hi:
- * the hooks' section); 0 frames before the constructor loaded the unwinder. */
+ * the hooks' section); 0 frames before the constructor loaded the unwinder.
+ * Takes no lock of the dynamic loader's (hak_unwind.c): libgcc's walk runs
+ * only where hak_unwind allows it (-1, or the debug build's check). */
 HAK_PROF_TEXT unsigned hak_stack_capture(void **frames, unsigned max, uintptr_t lo, uintptr_t hi) {
     if (max > HAK_PROF_DEPTH) max = HAK_PROF_DEPTH;
     if (!atomic_load_explicit(&hak_prof_ready, memory_order_acquire)) return 0;
     if (lo == hi) { lo = hak_self_lo; hi = hak_self_hi; }
     int n = hak_unwind(frames, max, lo, hi);   /* the cached rules (hak_unwind.c) */
-    if (hak_likely(n >= 0) && !HAK_DEBUG_ENABLED) return (unsigned)n;
+    if (hak_likely(n >= 0) && (!HAK_DEBUG_ENABLED || !hak_unwind_gcc_may_check(frames, n))) return (unsigned)n;
     void *slow[HAK_PROF_DEPTH];
     hak_unwind_t u = { n >= 0 ? slow : frames, 0, max, lo, hi };
     hak_gcc_backtrace(hak_unwind_step, &u);

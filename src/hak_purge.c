@@ -28,8 +28,14 @@
 
 #define HAK_DEMAND_MAX ((uint64_t)1 << 44)
 
-static bool hak_purging(void) { return hak_opt.purge_delay_ms >= 0; }
-static uint64_t hak_delay_ms(void) { return (uint64_t)hak_opt.purge_delay_ms; }  /* when hak_purging() */
+/* hakmem_option_set may change the delay while it is used: each read is one
+ * load, and a -1 read after hak_purging() said yes counts as the longest
+ * delay (an hour), never as 2^64 - 1 ms, which would wrap a due time */
+static bool hak_purging(void) { return __atomic_load_n(&hak_opt.purge_delay_ms, __ATOMIC_RELAXED) >= 0; }
+static uint64_t hak_delay_ms(void) {   /* when hak_purging() */
+    long d = __atomic_load_n(&hak_opt.purge_delay_ms, __ATOMIC_RELAXED);
+    return d >= 0 ? (uint64_t)d : 3600000;
+}
 
 /* Halving every delay (at least every ms): 2^-x, with x = dt / D, is taken
  * as 2^-floor(x) times the chord 1 - frac(x) / 2. */

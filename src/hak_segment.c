@@ -50,7 +50,8 @@ static void hak_segment_counted(int delta) {
 }
 
 /* ---- spans (large segments) ----
- * A large segment is 64 slices of 64 KiB, each with a descriptor.  A page
+ * A large segment is 64 slices of 64 KiB (16 in the hardened build), each
+ * with a descriptor.  A page
  * of a large class is a span of slices (its first slice's descriptor is the
  * page; slice_page[] of every slice of the span points to it), holding
  * HAK_LARGE_SPAN_BYTES' worth of blocks (at least one); free slices form
@@ -60,6 +61,10 @@ static void hak_segment_counted(int delta) {
  * keeps that slice's purge state (needs_purge, freed_at_ms, dirty_kb): the
  * decay works slice by slice. */
 #define HAK_SLICES HAK_MAX_PAGES_PER_SEGMENT
+/* A large segment's slices: 64, or in the hardened build the first MiB's
+ * 16 (HAK_HARDENED_USED; page_count says so, the release build's code
+ * keeps its constant) */
+#define HAK_SEG_SLICES(seg) (HAK_HARDENED_ENABLED ? (unsigned)(seg)->page_count : HAK_SLICES)
 #define HAK_SLICE_SIZE ((size_t)1 << HAK_SLICE_SHIFT)
 #define HAK_LARGE_SPAN_BYTES ((size_t)256 << 10)
 #define HAK_LARGE_STALE 16     /* see hak_kept_release_classes */
@@ -78,8 +83,8 @@ static unsigned hak_span_need(const hak_segment_t *seg, unsigned i, size_t bsize
     if (blocks == 0) blocks = 1;
     size_t bytes = (i == 0 ? HAK_SLICE_SIZE : 0) + blocks * bsize;   /* slot 0: blocks from slice 1 */
     size_t n = (bytes + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
-    if (n > HAK_SLICES - i) {                 /* fewer blocks, as many as fit */
-        n = HAK_SLICES - i;
+    if (n > HAK_SEG_SLICES(seg) - i) {   /* fewer blocks, as many as fit */
+        n = HAK_SEG_SLICES(seg) - i;
         if ((n << HAK_SLICE_SHIFT) - (i == 0 ? HAK_SLICE_SIZE : 0) < bsize) return 0;
     }
     return (unsigned)n;
@@ -88,7 +93,8 @@ static unsigned hak_span_need(const hak_segment_t *seg, unsigned i, size_t bsize
 static void hak_segment_format(hak_segment_t *seg, hak_page_kind_t kind) {
     bool large = kind == HAK_PAGE_LARGE;
     unsigned shift = large ? HAK_SLICE_SHIFT : hak_kind_shift(kind);
-    unsigned count = 1u << (HAK_SEGMENT_SHIFT - shift);
+    /* (the hardened build: pages in the first MiB only, HAK_HARDENED_USED) */
+    unsigned count = HAK_HARDENED_ENABLED ? (unsigned)(HAK_HARDENED_USED >> shift) : 1u << (HAK_SEGMENT_SHIFT - shift);
     memset(seg, 0, hak_segment_header_size(count));
     seg->kind = (uint8_t)kind;
     seg->page_shift = (uint8_t)shift;
@@ -97,8 +103,9 @@ static void hak_segment_format(hak_segment_t *seg, hak_page_kind_t kind) {
     seg->map_size = HAK_SEGMENT_SIZE;
     hak_segment_set_slices(seg);
     if (large) {                                /* one free span of every slice */
-        hak_span_map(seg, 0, HAK_SLICES);
-        seg->free_slices = HAK_SLICES;
+        unsigned slices = HAK_HARDENED_ENABLED ? count : HAK_SLICES;
+        hak_span_map(seg, 0, slices);
+        seg->free_slices = (uint8_t)slices;
     }
 }
 
@@ -133,6 +140,10 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
          * depend on the kind); not with OS pages larger than the guard */
         if (HAK_HARDENED_ENABLED && hak_os_page_size() <= HAK_HARDENED_GUARD)
             hak_os_guard((uint8_t *)seg + HAK_HARDENED_GUARD_AT, HAK_HARDENED_GUARD);
+        /* and no-access past its first MiB, where no page lies (far
+         * overflows fault there; HAK_HARDENED_USED) */
+        if (HAK_HARDENED_ENABLED)
+            hak_os_decommit((uint8_t *)seg + HAK_HARDENED_USED, HAK_SEGMENT_SIZE - HAK_HARDENED_USED);
     }
     if (state == HAK_CACHED_SAME) {
         seg->next = seg->prev = NULL;
@@ -261,7 +272,7 @@ static bool hak_span_best(hak_heap_t *heap, unsigned cls, hak_segment_t **seg_ou
     hak_segment_t *best_seg = NULL;
     unsigned best = 0, best_len = 0, best_need = 0;
     for (hak_segment_t *seg = heap->segs[HAK_PAGE_LARGE].first; seg; seg = seg->next) {
-        for (unsigned i = 0; i < HAK_SLICES; i += seg->pages[i].span) {
+        for (unsigned i = 0; i < HAK_SEG_SLICES(seg); i += seg->pages[i].span) {
             const hak_page_t *h = &seg->pages[i];
             if (h->in_use) continue;
             unsigned need = hak_span_need(seg, i, bsize);
@@ -322,7 +333,7 @@ static void hak_span_free(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
     }
     seg->free_slices = (uint8_t)(seg->free_slices + n);
     unsigned next = head + n;
-    if (next < HAK_SLICES && !seg->pages[next].in_use) n += seg->pages[next].span;
+    if (next < HAK_SEG_SLICES(seg) && !seg->pages[next].in_use) n += seg->pages[next].span;
     if (head > 0) {
         hak_page_t *prev = seg->slice_page[head - 1];
         if (!prev->in_use) { n += prev->span; head = (unsigned)(prev - seg->pages); }
@@ -367,8 +378,8 @@ bool hak_segment_span_grow(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
         uint64_t now = hak_os_now_ms();
         hak_slots_lock(heap);
         /* a page its class keeps empty there goes back first */
-        if (next < HAK_SLICES && seg->pages[next].in_use) hak_kept_drop_locked(heap, &seg->pages[next]);
-        bool ok = next < HAK_SLICES && !seg->pages[next].in_use && page->span + seg->pages[next].span >= need;
+        if (next < HAK_SEG_SLICES(seg) && seg->pages[next].in_use) hak_kept_drop_locked(heap, &seg->pages[next]);
+        bool ok = next < HAK_SEG_SLICES(seg) && !seg->pages[next].in_use && page->span + seg->pages[next].span >= need;
         if (ok) {
             unsigned more = need - page->span;
             hak_span_take(heap, seg, next, next, more, now);
@@ -396,7 +407,7 @@ static bool hak_segment_has_room(hak_heap_t *heap, hak_page_kind_t kind, unsigne
     if (kind != HAK_PAGE_LARGE) return heap->segs[kind].first != NULL;
     size_t bsize = hak_class_size(cls);
     for (hak_segment_t *seg = heap->segs[HAK_PAGE_LARGE].first; seg; seg = seg->next)
-        for (unsigned i = 0; i < HAK_SLICES; i += seg->pages[i].span) {
+        for (unsigned i = 0; i < HAK_SEG_SLICES(seg); i += seg->pages[i].span) {
             unsigned need = hak_span_need(seg, i, bsize);
             if (!seg->pages[i].in_use && need && seg->pages[i].span >= need) return true;
         }
@@ -481,12 +492,38 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     return page;
 }
 
+/* The hardened build: a page whose slot goes back leaves no byte but zero
+ * behind, so that the next page carved there -- of any class, in any heap
+ * -- hands out zeroed blocks and no word of metadata.  Its blocks are all
+ * free, and the hardened layer zeroed each at its free, so only their
+ * free-list words are left (the link and the key, or an aligned block's
+ * mark, in each carved block's first 16 bytes): one 16-byte store a block.
+ * A public heap's blocks are not hardened (never zeroed: the heap is
+ * destroyed with its blocks' data in them): its carved bytes are zeroed
+ * whole, but for the pages that were never touched (hak_os_zero_touched). */
+static void hak_segment_scrub(hak_heap_t *heap, hak_page_t *page) {
+    size_t bsize = page->block_size, cap = HAK_RELAXED(page->capacity);
+    uint8_t *p = page->start, *end = p + cap * bsize;
+    if (cap == 0) return;
+    if (heap->pub_magic) {
+        size_t ps = hak_os_page_size();
+        uint8_t *lo = (uint8_t *)hak_round_up((uintptr_t)p, ps), *hi = (uint8_t *)((uintptr_t)end & ~(ps - 1));
+        if (lo >= hi) { memset(p, 0, (size_t)(end - p)); return; }
+        memset(p, 0, (size_t)(lo - p));
+        hak_os_zero_touched(lo, (size_t)(hi - lo));
+        memset(hi, 0, (size_t)(end - hi));
+        return;
+    }
+    for (; p < end; p += bsize) memset(p, 0, 16);
+}
+
 /* The slot of page goes back to its segment (slot lock held).  The caller
  * may write the page's fields: its owner, or whoever holds the slot lock
  * for a kept page (in no queue, hak_segment_page_keep).  now: when the slot
  * became unused; decay: apply the decay (false from inside it). */
 static void hak_segment_slot_back(hak_heap_t *heap, hak_page_t *page, uint64_t now, bool decay) {
     hak_segment_t *seg = hak_segment_of(page);
+    if (HAK_HARDENED_ENABLED) hak_segment_scrub(heap, page);
     /* the end of what this tenure carved (and so touched) */
     uint8_t *carved_end = page->start + (size_t)HAK_RELAXED(page->capacity) * page->block_size;
     if (hak_span_has_canary(page)) carved_end = hak_span_end(page);   /* and the canary there */

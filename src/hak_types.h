@@ -61,7 +61,14 @@
 
 #define HAK_SMALL_MAX   ((size_t)8 * 1024)          /* blocks <= 8 KiB: small pages */
 #define HAK_MEDIUM_MAX  ((size_t)64 * 1024)         /* <= 64 KiB: medium pages */
+#if defined(HAK_HARDENED) && HAK_HARDENED
+/* the hardened build: pages lie in a segment's first MiB only
+ * (HAK_HARDENED_USED, hak_hardened.h), where a block of 960 KiB fits after
+ * the header's slice; the classes above it go unused */
+#define HAK_LARGE_MAX   ((size_t)960 * 1024)
+#else
 #define HAK_LARGE_MAX   ((size_t)2 * 1024 * 1024)   /* <= 2 MiB: large pages (spans, 1+ blocks) */
+#endif
 /* Above HAK_LARGE_MAX a block is huge: a mapping of its own. */
 /* Blocks a large page holds at most: its span holds 256 KiB of blocks of
  * more than 64 KiB, at least one (hak_segment.c) */
@@ -206,7 +213,8 @@ typedef struct hak_page_s {
     /* line 2 -- written by remote freers */
     _Alignas(64) _Atomic(uintptr_t) xthread_free; /* remote frees (lock-free stack) | HAK_TF_NOTIFY */
     uint64_t div_step;               /* div_magic * block_size mod 2^64 (owner, slow paths) */
-    size_t   area;                   /* reserved * block_size: valid offsets from start */
+    size_t   area;                   /* reserved * block_size: valid offsets from start (huge:
+                                        the rest of the mapping, block_size the usable size) */
     uint64_t freed_at_ms;            /* when the slot was freed (purge delay) */
     uint8_t  needs_purge;            /* slot free and memory not yet returned */
     uint32_t dirty_kb;               /* KiB from the slot's start that may be committed

@@ -25,6 +25,8 @@ expect overflow_canary_byte  overflow_canary_byte  $ABRT "^hakmem: free\(\): hea
 expect overflow_canary_long  overflow_canary_long  $ABRT "^hakmem: free\(\): heap overflow detected \(the canary after the block was overwritten\) in block $P"
 expect overflow_past_canary  overflow_past_canary  $ABRT \
     "^hakmem: free\(\): quarantined block $P: bytes at offset 544 changed after free, or an overflow ran past the canary"
+expect overflow_tail_large   overflow_tail_large   $ABRT "^hakmem: free\(\): heap overflow detected \(the slot past the canary was written\) in block $P"
+expect overflow_tail_realloc overflow_tail_realloc $ABRT "^hakmem: realloc\(\): heap overflow detected \(the slot past the canary was written\) in block $P"
 expect overflow_trailer  overflow_trailer  $ABRT "^hakmem: free\(\): heap overflow detected \(the size word after the block was overwritten\) in block $P"
 expect overflow_realloc  overflow_realloc  $ABRT "^hakmem: realloc\(\): heap overflow detected .* in block $P"
 expect underflow         underflow         $ABRT "^hakmem: free\(\): heap overflow detected .* in block $P"

@@ -6,12 +6,14 @@
  *                       a thread whose tid in the namespace equals the main
  *                       thread's tid as /proc shows it makes a heap while one
  *                       heap is OWNED by a dead thread (its first allocation
- *                       came in the last round of key destructors).  Only the
- *                       dead threads' heaps may be reclaimed ("reclaimed from
- *                       ended threads" of hakmem_stats_print equals the number
- *                       of such threads), and busy workers' blocks keep their
- *                       pattern.  Before the fix every OWNED heap was declared
- *                       dead and adopted while its owner used it.
+ *                       came in the last round of key destructors); then 16
+ *                       more threads make or adopt heaps.  Only the dead
+ *                       threads' heaps may be reclaimed, and all of them
+ *                       ("reclaimed from ended threads" of hakmem_stats_print
+ *                       equals the number of such threads, 3), and the busy
+ *                       workers' blocks keep their pattern.  Before the fix
+ *                       every OWNED heap was declared dead and adopted while
+ *                       its owner used it (7 reclaimed, or a crash).
  *   purger_atexit       (fault 6) with HAKMEM_BACKGROUND_PURGE=1, main registers
  *                       an atexit handler with a 3 MiB local buffer, starts
  *                       workers and calls pthread_exit: the process ends with
@@ -401,7 +403,7 @@ static long proc_pid(const char *root)
 static void inner_pidns_reclaim(void)
 {
     NEED_HAKMEM();
-    long me = tid_now();              /* the namespace's number (2: see run_isolated) */
+    long me = tid_now();              /* the namespace's number (2, or 3 when pid 1 has a purger) */
     long outer = proc_pid("/proc");   /* the parent namespace's, as /proc shows it */
     if (outer < 0) SKIP_TEST("/proc/self/stat is unreadable");
     if (outer == me) SKIP_TEST("/proc is this PID namespace's own (the fault needs the parent's)");
@@ -422,6 +424,7 @@ static void inner_pidns_reclaim(void)
             snprintf(why, sizeof why, "opening ns_last_pid refused: %s", strerror(errno));
     }
     if (why[0]) {
+        if (nslp >= 0) close(nslp);
         umount2(dir, MNT_DETACH);
         rmdir(dir);
         SKIP_TEST(why);
@@ -432,9 +435,10 @@ static void inner_pidns_reclaim(void)
     ch_init(&mainc, 1);
     ch_steps(&mainc, 200);
     pthread_t w[PN_WORKERS];
-    for (long i = 0; i < PN_WORKERS; i++)
-        CHECK(pthread_create(&w[i], NULL, pn_worker, (void *)(intptr_t)i) == 0);
-    for (long i = 0; i < PN_WORKERS; i++)   /* each owns a heap */
+    int nw = 0;
+    while (nw < PN_WORKERS && pthread_create(&w[nw], NULL, pn_worker, (void *)(intptr_t)nw) == 0) nw++;
+    CHECKF(nw == PN_WORKERS, "pthread_create failed after %d workers", nw);
+    for (int i = 0; i < nw; i++)   /* each owns a heap */
         while (atomic_load(&pn_rounds[i]) < 20) usleep(1000);
     CHECK(pthread_key_create(&late_key, late_dtor) == 0);
     for (int i = 0; i < PN_LATE; i++) CHECK(run_late_thread() == 0);
@@ -451,7 +455,7 @@ static void inner_pidns_reclaim(void)
     rmdir(dir);
     if (!wrote) {
         atomic_store(&pn_stop, 1);
-        for (int i = 0; i < PN_WORKERS; i++) pthread_join(w[i], NULL);
+        for (int i = 0; i < nw; i++) pthread_join(w[i], NULL);
         SKIP_TEST(strerror(werr));
     }
     CHECK(made);
@@ -470,7 +474,7 @@ static void inner_pidns_reclaim(void)
         while (atomic_load(&pn_rounds[PN_WORKERS + i]) < 5) usleep(1000);
     ch_steps(&mainc, 2000);
     atomic_store(&pn_stop, 1);
-    for (int i = 0; i < PN_WORKERS; i++) pthread_join(w[i], NULL);
+    for (int i = 0; i < nw; i++) pthread_join(w[i], NULL);
     for (int i = 0; i < nf; i++) pthread_join(f[i], NULL);
     ch_end(&mainc);
     long rec = stats_reclaimed();

@@ -7,6 +7,8 @@
  *                         the correct programs (check.h): they must run clean
  */
 #include <dlfcn.h>
+#include <stdbool.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -54,6 +56,15 @@ static int misuse(const char *c) {
         p[550] = 'x';
         free(p);
         for (int i = 0; i < 100000; i++) free(malloc(520));
+    } else if (!strcmp(c, "overflow_tail_large")) {  /* 32 bytes past a 256 KiB block: past the */
+        size_t n = (size_t)256 << 10;                  /* canary, in the slot's 32 KiB tail; seen at free */
+        char *p = malloc(n); sink = p;
+        p[n + 32] = 'x';
+        free(p);
+    } else if (!strcmp(c, "overflow_tail_realloc")) {  /* the same in a 5,000-byte block, then realloc */
+        char *p = malloc(5000); sink = p;              /* (a slot of 5,120: its tail from 5,016) */
+        p[5100] = 'x';
+        sink = realloc(p, 4800);
     } else if (!strcmp(c, "overflow_trailer")) {  /* no canary bytes: into the size word */
         char *p = malloc(24); sink = p;
         p[24] = 'x';
@@ -226,6 +237,28 @@ static void test_canary_every_length(void) {
     flush_quarantine();                         /* each checked whole as it leaves */
 }
 
+/* Blocks in slots above 2 KiB have their whole tail past the canary
+ * checked at free (and at realloc): every length from 2,041 to 5,000 bytes
+ * and around 256 KiB, written whole, realloc'd in place and freed, with no
+ * report. */
+static void test_tail_every_length(void) {
+    for (size_t n = 2041; n <= 5000; n++) {
+        char *p = malloc(n);
+        CHECKF(p != NULL, "malloc(%zu)", n);
+        if (!p) continue;
+        memset(p, 0x77, n);
+        if (n % 5 == 0) p = realloc(p, n - n / 8);
+        free(p);
+    }
+    for (size_t n = ((size_t)256 << 10) - 70; n <= ((size_t)256 << 10) + 70; n += 7) {
+        char *p = malloc(n);
+        CHECKF(p != NULL, "malloc(%zu)", n);
+        if (!p) continue;
+        memset(p, 0x77, n);
+        free(p);
+    }
+}
+
 /* Fill pages with blocks of 24 bytes (slots of 32), free them all and let
  * them leave the quarantine: their pages are empty, with the blocks'
  * free-list words left in them, for larger classes to be carved on. */
@@ -284,6 +317,233 @@ static void test_shrink_over_old_words(void) {
         for (int i = 0; i < M; i++) free(v[i]);
         flush_quarantine();
     }
+}
+
+/* ---- new blocks are zero (issue 37) ---- */
+
+/* Every size class's slot size (hak_size.c): 16..128 in steps of 16, then 8
+ * classes per power of two up to 2 MiB. */
+static size_t class_sizes(size_t *out) {
+    size_t k = 0;
+    for (size_t s = 16; s <= 128; s += 16) out[k++] = s;
+    for (size_t base = 128; base < ((size_t)2 << 20); base *= 2)
+        for (size_t j = 1; j <= 8; j++) out[k++] = base + j * (base / 8);
+    return k;
+}
+
+/* The first non-zero byte of [p, p + n), or -1. */
+static long first_nonzero(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return (long)i;
+    return -1;
+}
+
+/* The new blocks of size n among v[0..k): non-zero ones counted, and the
+ * first one's first bad word kept for the report. */
+static size_t count_nonzero(unsigned char **v, size_t k, size_t n, long *off, uint64_t *word) {
+    size_t bad = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (!v[i]) continue;
+        long o = first_nonzero(v[i], n);
+        if (o < 0) continue;
+        if (bad++ == 0) {
+            *off = o;
+            *word = 0;
+            memcpy(word, v[i] + (o & ~7L), n - (size_t)(o & ~7L) < 8 ? n - (size_t)(o & ~7L) : 8);
+        }
+    }
+    return bad;
+}
+
+static unsigned char *zv[4096];
+static size_t zv_k;
+static void *free_all_zv(void *arg) {
+    (void)arg;
+    for (size_t i = 0; i < zv_k; i++) free(zv[i]);
+    return NULL;
+}
+
+/* The issue's program: 4,096 blocks filled, all freed, 64 allocated again.
+ * Before: 64 of 64 non-zero for 16 and 48 bytes, the first word a heap
+ * address (the free list's link); 57-58 of 64 for 4,096 bytes. */
+static void test_zero_after_reuse(void) {
+    static const size_t sz[] = { 16, 48, 4096 };
+    for (size_t s = 0; s < 3; s++) {
+        size_t n = sz[s];
+        for (int i = 0; i < 4096; i++) { zv[i] = malloc(n); memset(zv[i], 0xab, n); }
+        for (int i = 0; i < 4096; i++) free(zv[i]);
+        for (int i = 0; i < 64; i++) zv[i] = malloc(n);
+        long off = -1; uint64_t w = 0;
+        size_t bad = count_nonzero(zv, 64, n, &off, &w);
+        CHECKF(bad == 0, "%zu of 64 new blocks of %zu bytes not zero (first at offset %ld: word %#llx)",
+               bad, n, off, (unsigned long long)w);
+        for (int i = 0; i < 64; i++) free(zv[i]);
+    }
+}
+
+/* Every size class, with the largest and the smallest request it serves:
+ * blocks filled and freed (by this thread, then by another one), pushed out
+ * of the quarantine, the same number allocated again -- most of them the
+ * freed ones, or carved where another class's page was -- and each must
+ * be zero from its first byte to its last: no link, no key, no canary byte
+ * and none of the last owner's data.  Then realloc in place, growing over
+ * the old canary, and shrinking and growing again: the bytes the block
+ * gains are zero too. */
+static void test_zero_every_class(void) {
+    size_t cls[128], ncls = class_sizes(cls), reused = 0, total = 0;
+    for (size_t c = 0; c < ncls; c++) {
+        size_t s = cls[c], prev = c ? cls[c - 1] : 0;
+        size_t ns[2] = { s - 8, prev + 1 > 8 ? prev + 1 - 8 : 1 };
+        for (int which = 0; which < 2; which++) {
+            size_t n = ns[which], k = s <= 4096 ? 256 : s <= 65536 ? 16 : 4;
+            for (int by_thread = 0; by_thread < 2; by_thread++) {
+                for (size_t i = 0; i < k; i++) {
+                    zv[i] = malloc(n);
+                    CHECKF(zv[i] != NULL, "malloc(%zu)", n);
+                    if (zv[i]) memset(zv[i], 0xa5, n);
+                }
+                static unsigned char *old[4096];
+                memcpy(old, zv, k * sizeof *zv);
+                zv_k = k;
+                if (by_thread) {                  /* remote frees (the thread's quarantine empties at its exit) */
+                    pthread_t t;
+                    pthread_create(&t, NULL, free_all_zv, NULL);
+                    pthread_join(t, NULL);
+                } else {
+                    free_all_zv(NULL);
+                }
+                flush_quarantine();
+                for (size_t i = 0; i < k; i++) zv[i] = malloc(n);
+                long off = -1; uint64_t w = 0;
+                size_t bad = count_nonzero(zv, k, n, &off, &w);
+                CHECKF(bad == 0, "class %zu, %zu bytes%s: %zu of %zu new blocks not zero (first at offset %ld: "
+                       "word %#llx)", s, n, by_thread ? ", freed by a thread" : "", bad, k, off,
+                       (unsigned long long)w);
+                for (size_t i = 0; i < k; i++)
+                    for (size_t j = 0; j < k; j++) reused += zv[i] == old[j];
+                total += k;
+                for (size_t i = 0; i < k; i++) free(zv[i]);
+            }
+        }
+        /* realloc in place: up from 16 bytes less (over the old canary),
+         * down to half and up again */
+        size_t n = s - 8, m = n > 24 ? n - 16 : 1;
+        unsigned char *p = malloc(m);
+        memset(p, 0x5a, m);
+        unsigned char *q = realloc(p, n);
+        CHECKF(q != NULL, "realloc(%zu -> %zu)", m, n);
+        if (!q) continue;
+        long o = first_nonzero(q + m, n - m);
+        CHECKF(o < 0, "class %zu: realloc %zu -> %zu%s: byte %ld of the new part not zero (%#x)", s, m, n,
+               q == p ? " in place" : "", o + (long)m, o < 0 ? 0 : q[m + (size_t)o]);
+        memset(q, 0x5a, n);
+        size_t h = n / 2 + 8 < n ? n / 2 + 8 : n;
+        p = realloc(q, h);
+        q = realloc(p, n);
+        CHECKF(q != NULL, "realloc(%zu -> %zu)", h, n);
+        if (!q) continue;
+        o = first_nonzero(q + h, n - h);
+        CHECKF(o < 0, "class %zu: realloc %zu -> %zu -> %zu: byte %ld of the new part not zero", s, n, h, n,
+               o + (long)h);
+        free(q);
+    }
+    printf("# %zu of %zu new blocks were freed ones\n", reused, total);
+    CHECKF(reused > total / 4, "only %zu of %zu new blocks were reused: the test did not test reuse", reused, total);
+}
+
+/* A public heap's blocks are not hardened (docs/security.md): destroyed,
+ * its pages go back with its data in them.  The second heap destroyed
+ * gives its segments to the cache (the first is kept for the next
+ * hakmem_heap_new), and the blocks malloc carves there must be zero. */
+static void test_zero_after_heap_destroy(void) {
+    void *(*heap_new)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "hakmem_heap_new");
+    void *(*heap_malloc)(void *, size_t) = (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_heap_malloc");
+    void (*heap_destroy)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "hakmem_heap_destroy");
+    CHECK(heap_new && heap_malloc && heap_destroy);
+    if (!heap_new || !heap_malloc || !heap_destroy) return;
+    enum { N = 3000 };
+    static const size_t sz[] = { 100, 3000, 20000, 200000 };
+    static uintptr_t lo[4], hi[4];
+    void *a = heap_new(), *b = heap_new();
+    for (int s = 0; s < 4; s++) {
+        lo[s] = UINTPTR_MAX; hi[s] = 0;
+        for (int i = 0; i < (s < 2 ? N : 60); i++) {
+            unsigned char *p = heap_malloc(b, sz[s]);
+            CHECK(p != NULL);
+            if (!p) break;
+            memset(p, 0xee, sz[s]);
+            if ((uintptr_t)p < lo[s]) lo[s] = (uintptr_t)p;
+            if ((uintptr_t)p + sz[s] > hi[s]) hi[s] = (uintptr_t)p + sz[s];
+        }
+        sink = heap_malloc(a, sz[s]);
+    }
+    heap_destroy(a);
+    heap_destroy(b);
+    size_t bad = 0, inside = 0;
+    static unsigned char *v[N];
+    for (int s = 0; s < 4; s++) {
+        int k = s < 2 ? N : 60;
+        for (int i = 0; i < k; i++) {
+            v[i] = malloc(sz[s] - 8);
+            CHECK(v[i] != NULL);
+            if (!v[i]) continue;
+            inside += (uintptr_t)v[i] >= lo[s] && (uintptr_t)v[i] < hi[s];
+            bad += first_nonzero(v[i], sz[s] - 8) >= 0;
+        }
+        for (int i = 0; i < k; i++) free(v[i]);
+    }
+    printf("# %zu new blocks where the destroyed heap's were\n", inside);
+    CHECKF(bad == 0, "%zu new blocks not zero", bad);
+    if (inside == 0) SKIP_TEST("no block came where the destroyed heap's were");
+}
+
+/* ---- far overflows (issue 37) ---- */
+
+/* In a child: a block of n bytes among others of its size (so that pages
+ * around it are in use), then one write `how` far from it: 1 MiB past its
+ * end, or 1 MiB before its start, by a store or by memcpy.  It must fault
+ * (a segment holds pages in its first MiB only; a huge block's mapping
+ * keeps a MiB and more no-access after it).  Returns the child's status. */
+static int far_write(size_t n, int before, int by_memcpy) {
+    pid_t pid = chk_fork(30);
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 2);               /* (the crash report) */
+        static char *v[64];
+        int k = n <= 4096 ? 64 : n <= 65536 ? 24 : 3;
+        for (int i = 0; i < k; i++) v[i] = malloc(n);
+        for (int i = 0; i < 300; i++) sink = malloc((size_t)(i * 97 % 9000) + 1);   /* other classes' pages */
+        char *p = v[k / 2];
+        char *at = before ? p - ((size_t)1 << 20) - 32 : p + n + ((size_t)1 << 20);
+        static const char src[32] = "far away";
+        if (by_memcpy) memcpy(at, src, 32);
+        else *(volatile char *)at = 'x';
+        _exit(0);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return st;
+}
+
+static void test_far_writes(void) {
+    size_t cls[128], ncls = class_sizes(cls), n_sizes = 0;
+    static size_t sizes[160];
+    for (size_t c = 0; c < ncls; c++) sizes[n_sizes++] = cls[c] - 8;
+    static const size_t huge[] = { (size_t)1 << 20, (size_t)3 << 19, (size_t)3 << 20, (size_t)5 << 20 };
+    for (size_t i = 0; i < 4; i++) sizes[n_sizes++] = huge[i];
+    size_t missed = 0;
+    for (size_t i = 0; i < n_sizes; i++)
+        for (int how = 0; how < 3; how++) {
+            int before = how == 2, by_memcpy = how == 1;
+            int st = far_write(sizes[i], before, by_memcpy);
+            bool faulted = WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV;
+            missed += !faulted;
+            CHECKF(faulted, "a write 1 MiB %s a block of %zu bytes (%s) %s", before ? "before" : "past", sizes[i],
+                   by_memcpy ? "memcpy" : "store",
+                   WIFEXITED(st) ? "landed unseen" : WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "?");
+        }
+    printf("# far writes: %zu of %zu did not fault\n", missed, n_sizes * 3);
 }
 
 /* fresh blocks of a class are not handed out in address order */
@@ -499,7 +759,12 @@ int main(int argc, char **argv) {
     RUN_TEST(usable_zero_byte);
     RUN_TEST(quarantine_delays_reuse);
     RUN_TEST(fresh_order_random);
+    RUN_TEST(zero_after_reuse);
+    RUN_TEST(zero_every_class);
+    RUN_TEST(zero_after_heap_destroy);
+    RUN_TEST(far_writes);
     RUN_TEST(canary_every_length);
+    RUN_TEST(tail_every_length);
     RUN_TEST(pages_carved_again);
     RUN_TEST(shrink_over_old_words);
     RUN_TEST(huge_reuse);

@@ -238,8 +238,11 @@ launcher() {
     # run --version: the library's own banner from a process it was loaded into
     out=$(limit 30 "$L" run --version 2>&1)
     out2=$(limit 30 "$L" run --hardened --profile lean --version 2>&1)
-    if [[ $out == "hakmem $VER (release build), profile balanced"$'\n'"library: $lib" &&
-          $out2 == "hakmem $VER (hardened build), profile lean"$'\n'"library: $hlib" ]]; then
+    # (the banner's first words; the line may say more after them)
+    if [[ $(head -n 1 <<<"$out") == "hakmem $VER (release build), profile balanced"* &&
+          $(tail -n +2 <<<"$out") == "library: $lib" &&
+          $(head -n 1 <<<"$out2") == "hakmem $VER (hardened build), profile lean"* &&
+          $(tail -n +2 <<<"$out2") == "library: $hlib" ]]; then
         pass "env.$tag.run_version"
     else
         fail "env.$tag.run_version" "run --version said '$out' / '$out2'"
@@ -465,7 +468,7 @@ done
 ((${#active_cmds[@]} >= 2)) || fail env.readme.active "fewer than 2 commands after README.md's \"### Is it active?\""
 
 # "What make test installs" names the packages tools/install-deps.sh installs
-readme_pkgs=$(readme_block '#### What `make test` installs' | tr -s ' \t' '\n' | grep . | sort)
+readme_pkgs=$(readme_block '#### What `make test` installs, and how long it takes' | tr -s ' \t' '\n' | grep . | sort)
 deps_pkgs=$(bash -c 'eval "$(sed -n "/^PACKAGES=(/,/)/p" tools/install-deps.sh)" && printf "%s\n" "${PACKAGES[@]}"' | sort)
 if [[ -n $deps_pkgs && $readme_pkgs == "$deps_pkgs" ]]; then
     pass env.readme.deps

@@ -263,34 +263,7 @@ static void stats(uint64_t *heaps, uint64_t *mapped)
 /* The key's destructor re-arms the key until the last round, and only then
  * allocates: hakmem's key (made at start-up, a lower index) has had its last
  * call, so nothing abandons the heap this allocation makes. */
-static pthread_key_t late_key;
-static __thread int late_round;
-static char late_sentinel;
-static atomic_long late_bad;
-
-static void late_dtor(void *v)
-{
-    (void)v;
-    if (++late_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
-        pthread_setspecific(late_key, &late_sentinel);
-        return;
-    }
-    char *volatile p = malloc(200);
-    char *volatile q = malloc(5000);
-    if (!p || !q)
-        atomic_fetch_add(&late_bad, 1);
-    else
-        memset(q, 1, 5000);
-    free(p);
-    free(q);
-}
-
-static void *late_thread(void *arg)
-{
-    (void)arg;
-    pthread_setspecific(late_key, &late_sentinel);   /* no allocation before the last round */
-    return NULL;
-}
+#include "late_thread.h"
 
 static int run_late_thread(void)
 {

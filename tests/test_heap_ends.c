@@ -56,33 +56,7 @@ static void stats(uint64_t *heaps, uint64_t *mapped)
 /* The key's destructor re-arms the key until the last round, and only then
  * allocates: the thread's first allocation comes when no round is left to
  * run hakmem's exit handler. */
-static pthread_key_t late_key;
-static __thread int late_round;
-static char late_sentinel;
-static atomic_long late_bad;
-
-static void late_dtor(void *v)
-{
-    if (++late_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
-        pthread_setspecific(late_key, &late_sentinel);
-        return;
-    }
-    char *volatile p = malloc(200);
-    char *volatile q = malloc(5000);
-    if (!p || !q)
-        atomic_fetch_add(&late_bad, 1);
-    else
-        memset(q, 1, 5000);
-    free(p);
-    free(q);
-}
-
-static void *late_thread(void *arg)
-{
-    (void)arg;
-    pthread_setspecific(late_key, &late_sentinel);   /* no allocation before the last round */
-    return NULL;
-}
+#include "late_thread.h"
 
 static void test_first_late(void)
 {

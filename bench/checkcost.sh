@@ -44,7 +44,9 @@ edit(root + "/src/hak_internal.h", [
 edit(root + "/src/hak_page.c", [
     ("    if (hak_unlikely(b->key != page->free_key)) hak_page_block_written(b);\n", "", False),
     ("    *list = b->next;\n    b->key = 0;\n", "    *list = b->next;\n", False),   # hak_page_pop: refills, medium
-    ("            b->key = page->free_key;   /* what malloc's pop checks */\n", "", False),   # carving
+    # carving: each block's link and key in one 16-byte store (the key 0 here), the last block's key
+    ("(uint64_t)(uintptr_t)(first + bsize), page->free_key }", "(uint64_t)(uintptr_t)(first + bsize), 0 }", False),
+    ("        ((hak_block_t *)last)->key = page->free_key;\n", "", False),
 ])
 edit(root + "/src/hak_free.c", [
     ('if (hak_block_is_free(seg, page, b, "free()")) hak_fatal("free()", "double free of", p);', "", False),

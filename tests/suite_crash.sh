@@ -203,9 +203,12 @@ for o in "$ROOT/build/obj/hak_crash.o" "$ROOT/build/debug/obj/hak_crash.o"; do
 done
 
 # docs/options.md documents exactly the options of src/hak_options.c, with
-# the same defaults per profile (speed, balanced, lean)
-table=$(grep -Eo '\{ *"HAKMEM_[A-Z_]+", *&[a-z_.]+, *\{[^}]*\}' src/hak_options.c |
-        sed -E 's/\{ *"([A-Z_]+)".*\{ *([^,}]+), *([^,}]+), *([^,}]+) *\}/\1 \2 \3 \4/' | sort)
+# the same defaults per profile (speed, balanced, lean); a text option
+# (hak_option_texts: HAKMEM_STATS_FILE) is "unset" by default
+table=$({ grep -Eo '\{ *"HAKMEM_[A-Z_]+", *&[a-z_.]+, *\{[^}]*\}' src/hak_options.c |
+          sed -E 's/\{ *"([A-Z_]+)".*\{ *([^,}]+), *([^,}]+), *([^,}]+) *\}/\1 \2 \3 \4/'
+          grep -Eo '\{ *"HAKMEM_[A-Z_]+", *&hak_opt\.[a-z_]+, *hak_[a-z_]+_buf' src/hak_options.c |
+          sed -E 's/\{ *"([A-Z_]+)".*/\1 unset unset unset/'; } | sort)
 doc=$(awk -F'|' '
     /^## / { sect = $0 }
     $2 ~ /^ `HAKMEM_[A-Z_]+` $/ {

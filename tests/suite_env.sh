@@ -209,7 +209,7 @@ launcher() {
     out=$(limit 30 "$L" --library 2>&1)
     [[ $out == "$lib" ]] && pass "env.$tag.library" || fail "env.$tag.library" "--library said '$out', expected $lib"
     out=$(limit 30 "$L" --help 2>&1)
-    [[ $? == 0 && $out == *"run [--hardened] [--profile speed|balanced|lean] [--stats]"* && $out == *"--hardened "* ]] && pass "env.$tag.help" ||
+    [[ $? == 0 && $out == *"run [--hardened] [--profile speed|balanced|lean] [--stats"* && $out == *"--hardened "* ]] && pass "env.$tag.help" ||
         fail "env.$tag.help" "--help: $(head -n 1 <<<"$out")"
     out=$(limit 30 "$L" run -- "$T/check_preload" release 2>&1) && pass "env.$tag.run" || fail "env.$tag.run" "$out"
     out=$(limit 30 "$L" run --hardened -- "$T/check_preload" hardened 2>&1) && pass "env.$tag.hardened" ||

@@ -53,9 +53,25 @@ static void hak_acct_page(hak_account_t *a, const unsigned char *vec, size_t lo,
     }
 }
 
+/* The account reads the pages' fields (in_use, used, block_size,
+ * needs_purge) while their owners change them with plain stores: a
+ * statistic, exact only when the program is quiet, and never a pointer
+ * followed (segments cannot be unmapped meanwhile: the mapping lock).  So
+ * ThreadSanitizer is told not to instrument these readers. */
+#if defined(__SANITIZE_THREAD__)
+#define HAK_RACY_READER __attribute__((no_sanitize("thread"), noinline))
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HAK_RACY_READER __attribute__((no_sanitize("thread"), noinline))
+#endif
+#endif
+#ifndef HAK_RACY_READER
+#define HAK_RACY_READER
+#endif
+
 /* Live blocks of a page in use: its used count, less the remote frees
  * waiting on its list (blocks on the owner's delayed list still count). */
-static uint64_t hak_acct_page_blocks(const hak_page_t *page) {
+static HAK_RACY_READER uint64_t hak_acct_page_blocks(const hak_page_t *page) {
     uint32_t used = __atomic_load_n(&page->used, __ATOMIC_RELAXED);
     uint32_t pending = HAK_TF_COUNT(atomic_load_explicit(&page->xthread_free, memory_order_relaxed));
     uint32_t reserved = __atomic_load_n(&page->reserved, __ATOMIC_RELAXED);
@@ -72,7 +88,7 @@ static bool hak_acct_incore(hak_account_t *a, const void *p, size_t size, unsign
 
 /* A segment a heap holds: its header (metadata), then each page slot (or,
  * in a large segment, each span of slices) by its state. */
-static void hak_acct_segment(hak_account_t *a, hak_segment_t *seg) {
+static HAK_RACY_READER void hak_acct_segment(hak_account_t *a, hak_segment_t *seg) {
     unsigned char vecbuf[HAK_SEGMENT_SIZE / HAK_ARCH_PAGE_MIN];
     const unsigned char *vec = hak_acct_incore(a, seg, HAK_SEGMENT_SIZE, vecbuf) ? vecbuf : NULL;
     unsigned shift = __atomic_load_n(&seg->page_shift, __ATOMIC_RELAXED);
@@ -160,7 +176,7 @@ void hak_account_range(hak_account_t *a, const void *p, size_t size, unsigned pa
  * (its usable size) live, the rest of its area -- room to grow in place,
  * pages an earlier, larger size may have touched -- free, what follows it
  * (the hardened build's no-access tail) returned. */
-static void hak_acct_huge(hak_account_t *a, hak_segment_t *seg) {
+static HAK_RACY_READER void hak_acct_huge(hak_account_t *a, hak_segment_t *seg) {
     const hak_page_t *pg = &seg->pages[0];
     size_t map = __atomic_load_n(&seg->map_size, __ATOMIC_RELAXED);
     size_t off = (size_t)(__atomic_load_n(&pg->start, __ATOMIC_RELAXED) - (uint8_t *)seg);

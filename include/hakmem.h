@@ -149,7 +149,8 @@ typedef struct hakmem_stats_s {
                                    use, its live blocks are taken to be resident first */
     uint64_t resident_bytes;    /* the sum of resident: hakmem's resident memory */
     int32_t resident_known;     /* 1; 0 if mincore failed (resident is then all 0) */
-    int32_t process_rss_errno;  /* 0, or why /proc/self/statm could not be read */
+    int32_t process_rss_errno;  /* 0, or why /proc/self/statm could not be read; -1: not
+                                   tried, a seccomp filter is on (it might kill an open) */
     uint64_t process_rss_bytes; /* the whole process's RSS (/proc/self/statm); 0 if unknown */
     uint64_t segments_cached;   /* segments in the segment cache */
     uint64_t huge_cached;       /* mappings in the huge cache */

@@ -126,6 +126,11 @@ void   hak_purge_stats_lines(void (*line)(void *arg, const char *text), void *ar
 void hak_purge_range(void *p, size_t size);
 
 /* ---- helpers the caches need from the segment and huge code ---- */
+/* The bytes a segment's header takes with page_count descriptors (the
+ * hardened build puts a guard page after it: HAK_HARDENED_HEADER). */
+static inline size_t hak_segment_header_size(unsigned page_count) {
+    return hak_round_up(sizeof(hak_segment_t) + page_count * sizeof(hak_page_t), 256);
+}
 size_t hak_segment_header_bytes(const hak_segment_t *seg);                  /* hak_segment.c */
 uint8_t *hak_segment_page_area(hak_segment_t *seg, hak_page_t *page, size_t *size);
 void hak_huge_release(hak_segment_t *seg, size_t size);                    /* hak_huge.c: unmap */

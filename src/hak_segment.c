@@ -13,10 +13,6 @@
 #include "hak_purge.h"
 #include "hak_hardened.h"
 
-static size_t hak_segment_header_size(unsigned page_count) {
-    return hak_round_up(sizeof(hak_segment_t) + page_count * sizeof(hak_page_t), 256);
-}
-
 _Static_assert(sizeof(hak_segment_t) + HAK_MAX_PAGES_PER_SEGMENT * sizeof(hak_page_t) <= HAK_HARDENED_GUARD_AT,
                "every header ends before the hardened build's guard page");
 

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,10 +54,13 @@ HAK_EXPORT int hakmem_stats_get(hakmem_stats_t *out, size_t size) {
 
 /* The process's RSS from /proc/self/statm (raw system calls: no
  * cancellation point, nothing allocated); 0 with *err set when it cannot be
- * read (no /proc, a sandbox). */
+ * read (no /proc, a sandbox).  Under a seccomp filter it is not tried
+ * (*err -1): a filter may kill the process on open, and hakmem's statistics
+ * must not. */
 static uint64_t hak_process_rss(int32_t *err) {
     int saved = errno;
     *err = 0;
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) > 0) { *err = -1; errno = saved; return 0; }
     long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/statm", O_RDONLY | O_CLOEXEC);
     if (fd < 0) { *err = errno; errno = saved; return 0; }
     char buf[128];
@@ -241,7 +245,7 @@ static void hak_sink_stderr(hak_sink_t *k) {
     errno = saved;
 }
 
-/* HAKMEM_STATS_FILE (%p: the pid), else stderr. */
+/* HAKMEM_STATS_FILE (%p: the pid), appended to, else stderr. */
 static void hak_sink_default(hak_sink_t *k) {
     const char *path = hak_opt.stats_file;
     if (!path || !*path) { hak_sink_stderr(k); return; }
@@ -252,7 +256,7 @@ static void hak_sink_default(hak_sink_t *k) {
         else name[n++] = *s;
     }
     name[n] = 0;
-    long fd = hak_open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    long fd = hak_open(name, O_WRONLY | O_CREAT | O_APPEND, 0644);   /* each report after the last */
     if (fd >= 0) {
         memset(k, 0, sizeof *k);
         k->fd = (int)fd;
@@ -321,6 +325,9 @@ static void hak_report(hak_sink_t *k) {
     char rss[160];
     if (s.process_rss_bytes)
         hak_format(rss, sizeof rss, "process RSS %s (peak %s)", hak_size_text(b5, sizeof b5, s.process_rss_bytes),
+                   hak_size_text(b6, sizeof b6, s.rss_peak_bytes));
+    else if (s.process_rss_errno < 0)
+        hak_format(rss, sizeof rss, "process RSS not read (a seccomp filter is on; peak %s)",
                    hak_size_text(b6, sizeof b6, s.rss_peak_bytes));
     else
         hak_format(rss, sizeof rss, "process RSS unknown (/proc/self/statm: errno %d; peak %s)",

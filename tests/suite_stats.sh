@@ -24,6 +24,11 @@
 #                         follow; no class table without HAKMEM_STATS_BY_CLASS
 #   stats.classes_option  HAKMEM_STATS_BY_CLASS=1: the class table, no row of
 #                         only zeros
+#   stats.seccomp_no_proc under a seccomp filter that kills the process on
+#                         open (tests/hostile.c's hostile_seccomp.so), the
+#                         report at exit does not read /proc: the program
+#                         ends with status 0 and the report says why RSS
+#                         is missing
 source "$(dirname "$0")/lib.sh"
 BIN=$T/test_stats
 need stats "$BIN" "$REL_SO" "$DBG_SO" "$HRD_SO" || exit 1
@@ -133,5 +138,21 @@ if ((rows >= 5 && zero == 0)); then
     pass stats.classes_option
 else
     fail stats.classes_option "$rows class rows, $zero of them all zeros"
+fi
+SEC=$T/hostile_seccomp.so
+if [[ -e $SEC ]]; then
+    err=$(limit 30 env HAKMEM_STATS=1 LD_PRELOAD="$REL_SO $SEC" "$BIN" -t live_bytes 2>&1 >/dev/null)
+    rc=$?
+    if ((rc == 77)); then
+        skip stats.seccomp_no_proc "the kernel refused the seccomp filter"
+    elif ((rc != 0)); then
+        fail stats.seccomp_no_proc "exit status $rc (159: killed by SIGSYS, an open under the filter): ${err:0:200}"
+    elif ! grep -q "process RSS not read (a seccomp filter is on" <<<"$err"; then
+        fail stats.seccomp_no_proc "the report does not say why RSS is missing: $(grep -m1 '^hakmem 0' <<<"$err")"
+    else
+        pass stats.seccomp_no_proc
+    fi
+else
+    skip stats.seccomp_no_proc "no $SEC (make test-bins)"
 fi
 exit $SUITE_STATUS

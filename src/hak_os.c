@@ -43,15 +43,24 @@ static void hak_os_mapped(int64_t delta) {
  * headers and asks mincore about every mapping, holds it exclusively, so
  * that nothing it looks at is unmapped or moved under it.  Unmappers take
  * nothing else while they hold it; the account takes it after the cache
- * lock (hak_purge.c), as the fork handlers do. */
-static pthread_rwlock_t hak_maps_lock = PTHREAD_RWLOCK_INITIALIZER;
+ * lock (hak_purge.c), as the fork handlers do.  Writers first: threads that
+ * unmap one after the other must not keep a fork (whose prepare handler
+ * takes it) or a report waiting for ever; a writer waits only while it
+ * holds the cache lock, so an unmapper that holds the cache lock never
+ * meets a waiting writer. */
+#define HAK_MAPS_LOCK_INIT PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP
+static pthread_rwlock_t hak_maps_lock = HAK_MAPS_LOCK_INIT;
 static void hak_maps_shared(void) { pthread_rwlock_rdlock(&hak_maps_lock); }
 static void hak_maps_done(void) { pthread_rwlock_unlock(&hak_maps_lock); }
 void hak_os_maps_hold(void) { pthread_rwlock_wrlock(&hak_maps_lock); }
 void hak_os_maps_release(void) { pthread_rwlock_unlock(&hak_maps_lock); }
 void hak_os_maps_unlock_after_fork(bool child) {
-    if (child) pthread_rwlock_init(&hak_maps_lock, NULL);
-    else pthread_rwlock_unlock(&hak_maps_lock);
+    if (child) {
+        pthread_rwlock_t fresh = HAK_MAPS_LOCK_INIT;
+        memcpy(&hak_maps_lock, &fresh, sizeof fresh);
+    } else {
+        pthread_rwlock_unlock(&hak_maps_lock);
+    }
 }
 
 /* Overcommit: read-write mappings are made without MAP_NORESERVE, as glibc

@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
                "not the guest's\n", prefix);
     } else {
         pid_t pid = fork();
-        if (pid == 0) _exit(memalign_until_full());
+        if (pid == 0) { alarm(30); _exit(memalign_until_full()); }   /* (never outlives the run) */
         int wst = 0;
         waitpid(pid, &wst, 0);
         check("posix_memalign_enomem_full", hak && WIFEXITED(wst) && WEXITSTATUS(wst) == 0,

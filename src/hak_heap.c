@@ -59,23 +59,28 @@ extern int __cxa_thread_atexit_impl(void (*dtor)(void *), void *obj, void *dso_s
 /* ---- metadata arena: heaps live here and are never freed ---- */
 static pthread_mutex_t hak_meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *hak_meta_cur, *hak_meta_end;
-/* each chunk starts with its link and size (64 bytes): the memory account
- * looks at every chunk (hak_meta_account) */
+/* each chunk starts with its link and size (on a page of their own): the
+ * memory account looks at every chunk (hak_meta_account) */
 typedef struct hak_meta_chunk_s { struct hak_meta_chunk_s *next; size_t size; } hak_meta_chunk_t;
 static hak_meta_chunk_t *hak_meta_chunks;
 
 static void *hak_meta_alloc(size_t size) {
-    size = (size + 63) & ~(size_t)63;
+    /* page-aligned: a heap's first page holds all a new thread touches
+     * first (hak_heap_t); the rest of its last page stays untouched */
+    size_t page = hak_os_page_size();
+    size = (size + page - 1) & ~(page - 1);
     pthread_mutex_lock(&hak_meta_lock);
+    hak_meta_cur = (uint8_t *)(((uintptr_t)hak_meta_cur + page - 1) & ~(uintptr_t)(page - 1));
+    if (hak_meta_cur > hak_meta_end) hak_meta_cur = hak_meta_end;
     if ((size_t)(hak_meta_end - hak_meta_cur) < size) {
-        size_t chunk = size + 64 > ((size_t)256 << 10) ? size + 64 : ((size_t)256 << 10);
+        size_t chunk = size + page > ((size_t)256 << 10) ? size + page : ((size_t)256 << 10);
         uint8_t *p = hak_os_map(chunk);
         if (!p) { pthread_mutex_unlock(&hak_meta_lock); return NULL; }
         hak_meta_chunk_t *c = (hak_meta_chunk_t *)p;
         c->next = hak_meta_chunks;
         c->size = chunk;
         hak_meta_chunks = c;
-        hak_meta_cur = p + 64;
+        hak_meta_cur = p + page;             /* (the link's page) */
         hak_meta_end = p + chunk;
     }
     void *r = hak_meta_cur;
@@ -139,8 +144,10 @@ static uint16_t hak_fast_tag(const hak_heap_t *heap) {
     return heap->tag >= HAK_TAG_FIRST && heap->tag <= HAK_TAG_LAST ? heap->tag : HAK_TAG_INVALID;
 }
 
+/* heap: fresh from hak_meta_alloc, so zero (heaps are never freed, their
+ * memory never reused); not written over, so that a new thread touches
+ * only the parts of its heap it uses */
 static void hak_heap_init(hak_heap_t *heap) {
-    memset(heap, 0, sizeof *heap);
     for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) heap->direct[i] = &hak_page_empty;
     atomic_store_explicit(&heap->state, HAK_HEAP_OWNED, memory_order_relaxed);
 }

@@ -86,12 +86,15 @@ static unsigned hak_span_need(const hak_segment_t *seg, unsigned i, size_t bsize
     return (unsigned)n;
 }
 
-static void hak_segment_format(hak_segment_t *seg, hak_page_kind_t kind) {
+/* fresh: the segment comes straight from the OS, its header already zero
+ * (not written: a new thread's first segment touches only the header's
+ * pages it uses) */
+static void hak_segment_format(hak_segment_t *seg, hak_page_kind_t kind, bool fresh) {
     bool large = kind == HAK_PAGE_LARGE;
     unsigned shift = large ? HAK_SLICE_SHIFT : hak_kind_shift(kind);
     /* (the hardened build: pages in the first MiB only, HAK_HARDENED_USED) */
     unsigned count = HAK_HARDENED_ENABLED ? (unsigned)(HAK_HARDENED_USED >> shift) : 1u << (HAK_SEGMENT_SHIFT - shift);
-    memset(seg, 0, hak_segment_header_size(count));
+    if (!fresh) memset(seg, 0, hak_segment_header_size(count));
     seg->kind = (uint8_t)kind;
     seg->page_shift = (uint8_t)shift;
     seg->page_count = (uint16_t)count;
@@ -128,6 +131,7 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
     hak_page_kind_t kind = hak_class_kind(cls);
     hak_cached_state_t state = HAK_CACHED_CLEAN;
     hak_segment_t *seg = hak_cache_segment_take(kind, &state);
+    bool fresh = !seg;
     if (!seg) {
         seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
         if (!seg) return NULL;
@@ -147,7 +151,7 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
         seg->used_pages = 0;
     } else {
         uint64_t dirty = state == HAK_CACHED_OTHER ? hak_segment_dirty_slices(seg) : 0;
-        hak_segment_format(seg, kind);
+        hak_segment_format(seg, kind, fresh);
         unsigned per = 1u << (seg->page_shift - HAK_SLICE_SHIFT);
         uint64_t unit = per >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << per) - 1);
         for (unsigned i = seg->first_page; dirty && i < seg->page_count; i++) {
@@ -159,7 +163,7 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
         }
     }
     seg->heap = heap;
-    hak_purge_segment_joined(heap, seg, now);
+    if (!fresh) hak_purge_segment_joined(heap, seg, now);   /* (a fresh one has no dirty slot) */
     hak_segmap_set(seg, heap->tag);
     hak_segment_counted(1);
     return seg;
@@ -466,6 +470,9 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
          * became as touched as its most touched class (larson: ~1 MB of RSS
          * per heap against ~430 KB carved; docs/design.md, "Memory return"). */
         hak_page_t *dirty = NULL;
+        bool any_dirty = seg->purge_pending != 0;   /* else the first free slot: the scan reads no
+                                                       more descriptors (a fresh segment's are
+                                                       untouched zero pages) */
         for (unsigned i = seg->first_page; i < seg->page_count; i++) {
             hak_page_t *pg = &seg->pages[i];
             if (pg->in_use) continue;
@@ -474,6 +481,7 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
                 if (!dirty) dirty = pg;
             } else if (!page) {
                 page = pg;
+                if (!any_dirty) break;
             }
         }
         if (dirty) page = dirty;
@@ -651,12 +659,24 @@ void hak_segment_kept_release_all(hak_heap_t *heap) {
 /* Release the heap's empty segments (kept as the only one of their kind). */
 void hak_segment_release_empty(hak_heap_t *heap) {
     bool leaving = hak_heap_leaving(heap);
+    /* A thread's exit handler keeps one empty segment in its heap, for the
+     * thread that adopts the heap next: that thread then starts with no
+     * mapping, no header to format and pages already committed, and the
+     * exiting one unmaps nothing (a munmap at every thread exit doubled the
+     * TLB shootdowns of a pool's end: docs/design.md, "Thread start and
+     * end").  An abandoned heap keeps at most this one; a sweep (a heap that
+     * needs a segment finds the cache empty) gives it to the cache, and the
+     * purger ages its free slots as it does an abandoned heap's others. */
+    bool keep_one = hak_tls_exiting && !heap->pub_magic;
     hak_slots_lock(heap);
     for (int k = 0; k < HAK_PAGE_KINDS; k++) {
         hak_segment_t *seg = heap->segs[k].first;
         while (seg) {
             hak_segment_t *next = seg->next;
-            if (seg->used_pages == 0) hak_segment_release(heap, seg, leaving);
+            if (seg->used_pages == 0) {
+                if (keep_one) keep_one = false;
+                else hak_segment_release(heap, seg, leaving);
+            }
             seg = next;
         }
     }

@@ -312,20 +312,14 @@ typedef struct hak_heap_s {
     uint32_t kept_count;                   /* pages on kept[] (the owner peeks without the lock) */
     /* statistics, written only by the owner (relaxed, no lock prefix; a
      * thread that only frees gets a heap on its first remote free) and summed
-     * over all heaps by hakmem_stats_get() */
+     * over all heaps by hakmem_stats_get(); the per-class arrays are at the
+     * end */
     _Atomic uint64_t st_slow;                      /* allocations that searched for a page */
     _Atomic uint64_t st_cas_retries;               /* failed CASes in this thread's remote frees */
-    _Atomic uint64_t st_refills[HAK_CLASS_COUNT];  /* fresh pages taken per class */
-    _Atomic uint64_t st_remote[HAK_CLASS_COUNT];   /* remote frees this thread made */
-    _Atomic uint64_t st_allocs[HAK_CLASS_COUNT + 1]; /* stats build only; [HAK_CLASS_COUNT]: huge */
-    _Atomic uint64_t st_frees[HAK_CLASS_COUNT + 1];
     uint32_t pages_retired;
     /* purging (hak_purge.h): the slot lock, and the demand of the heap's free
      * page slots (hak_purge.c), written with the slot lock held */
     _Atomic int slot_lock;
-    hak_page_t *kept[HAK_CLASS_COUNT];     /* per medium or large class, its emptied pages kept formatted,
-                                              in no queue, linked by next (hak_page_retire,
-                                              hak_segment.c): written under slot_lock */
     uint64_t demand_bytes, demand_at_ms, regret_bytes, regret_at_ms;
     /* large classes that cycle (hak_page_retire, hak_find_page): the owner's
      * count of requests for a page of a large class, the count when a page
@@ -333,7 +327,6 @@ typedef struct hak_heap_s {
      * (cleared under slot_lock when a kept page goes back unused) */
     uint32_t large_seq;
     uint32_t large_unclaimed;              /* large pages kept since the last large request */
-    uint32_t large_freed_seq[HAK_CLASS_COUNT];
     uint64_t large_cycling[(HAK_CLASS_COUNT + 63) / 64];
     /* public heaps (hakmem_heap_new, hak_heap_api.c, docs/heaps.md): a heap
      * no thread has as its default.  pub_owner is the id of the thread that
@@ -356,6 +349,19 @@ typedef struct hak_heap_s {
      * demand (hak_heap_for_thread). */
     void *(*first_malloc)(size_t size);
     struct hak_heap_s *(*thread_heap)(void);
+    /* The arrays a class at a time, last: a heap is page-aligned
+     * (hak_heap_make), and a new thread's first allocations touch only the
+     * page of everything above and the entries of the classes they use
+     * (docs/design.md, "Thread start and end"). */
+    _Atomic uint64_t st_refills[HAK_CLASS_COUNT];  /* fresh pages taken per class (first: the
+                                                      small classes' entries share the first page) */
+    hak_page_t *kept[HAK_CLASS_COUNT];     /* per medium or large class, its emptied pages kept formatted,
+                                              in no queue, linked by next (hak_page_retire,
+                                              hak_segment.c): written under slot_lock */
+    uint32_t large_freed_seq[HAK_CLASS_COUNT]; /* (see large_seq) */
+    _Atomic uint64_t st_remote[HAK_CLASS_COUNT];   /* remote frees this thread made */
+    _Atomic uint64_t st_allocs[HAK_CLASS_COUNT + 1]; /* stats build only; [HAK_CLASS_COUNT]: huge */
+    _Atomic uint64_t st_frees[HAK_CLASS_COUNT + 1];
 } hak_heap_t;
 
 #endif /* HAK_TYPES_H */

@@ -182,6 +182,32 @@ void hakmem_stats_print_cb(void (*write)(void *arg, const char *text), void *arg
  * this call released nothing; 1 does not prove that it did. */
 int hakmem_collect(void);
 
+/* The soft memory limit (HAKMEM_MEMORY_LIMIT; docs/memory-return.md, "A
+ * soft memory limit").  Above 90 % of the limit hakmem returns every
+ * cached and empty page at once and then every page a free empties, until
+ * its resident memory is below 80 %.  No allocation fails because of it. */
+typedef struct hakmem_memory_limit_s {
+    size_t limit;          /* bytes; 0: no limit */
+    size_t high, low;      /* 90 % and 80 % of it: the pressure starts above high, ends below low */
+    size_t resident;       /* hakmem's estimate of the memory it holds resident (mapped, less
+                              page slots never touched or purged) */
+    int pressing;          /* 1 while the pressure lasts */
+    uint64_t pressures;    /* times the pressure started */
+    uint64_t returns;      /* times every free page and cached block went back at once */
+} hakmem_memory_limit_t;
+/* Set the limit in bytes (0: none), from any thread, at any time; above
+ * the high mark the memory goes back at once.  Returns 0. */
+int hakmem_memory_limit_set(size_t bytes);
+/* Read the limit of the process's cgroup again (v2 memory.max, else v1
+ * memory.limit_in_bytes, the smallest up to the root) and make it the
+ * limit (none if the cgroup has none).  Returns 0, or -1 with errno set
+ * (ENOENT) and the limit unchanged if no such file could be read.  Reads
+ * files: not from a signal handler. */
+int hakmem_memory_limit_refresh(void);
+/* Fill the first size bytes of *out (pass sizeof *out).  Returns 0, or -1
+ * if out is NULL. */
+int hakmem_memory_limit_get(hakmem_memory_limit_t *out, size_t size);
+
 /* ---- first-class heaps (docs/heaps.md) ----
  *
  * A heap serves blocks that share one lifetime and can be freed all at once.

@@ -108,6 +108,7 @@ static bool hak_guard_reserve(void) {
     size_t ps = hak_os_page_size();
     size_t stride = (HAK_GUARD_PAGES + 1) * ps, size = HAK_GUARD_SLOTS * stride + ps;
     void *r = hak_os_reserve_aligned(size, ps);
+    if (r) hak_count_clean((int64_t)size);          /* no-access until a slot is committed */
     if (!r) {
         hak_guard_failed = true;
         hak_message("hakmem: warning: HAKMEM_GUARD_SAMPLE: cannot reserve %zu bytes; guarded sampling is off\n", size);
@@ -148,6 +149,7 @@ void *hak_guard_alloc(size_t size, size_t align, void *const *frames, unsigned d
         pthread_mutex_unlock(&hak_guard_lock);
         return NULL;
     }
+    hak_count_clean(-(int64_t)(end - first));
     hak_guard_head = (hak_guard_head + 1) % HAK_GUARD_SLOTS;
     hak_guard_count--;
     hak_guard_slot_t *s = &hak_guard_slots[i];
@@ -224,6 +226,7 @@ static bool hak_guard_free_hook(void *p) {
                                  : "heap underflow: the bytes before a guarded block were overwritten", p);
     }
     hak_os_decommit((void *)first, end - first);   /* no-access from now on */
+    hak_count_clean((int64_t)(end - first));
     pthread_mutex_lock(&hak_guard_lock);
     hak_guard_ring[(hak_guard_head + hak_guard_count) % HAK_GUARD_SLOTS] = (uint16_t)(s - hak_guard_slots);
     hak_guard_count++;

@@ -712,6 +712,7 @@ __attribute__((constructor(101))) static void hak_constructor(void) {
     hak_process_init();
     pthread_atfork(hak_fork_prepare, hak_fork_parent, hak_fork_child);
     if (hak_opt.verbose) hak_options_print();
+    hak_limit_start();    /* HAKMEM_MEMORY_LIMIT: here, where reading the cgroup's file is allowed */
     hak_crash_install();
     hak_purger_first_thread();
     hak_purger_start();   /* here, where no lock of hakmem's or libc's is held (hak_purge.c) */

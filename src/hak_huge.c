@@ -242,6 +242,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
     uint8_t *p = seg->pages[0].start;
     size_t usable = seg->pages[0].block_size;    /* calloc: zero to the usable end */
     if (zero && dirty > offset) memset(p, 0, dirty - offset < usable ? dirty - offset : usable);
+    hak_limit_check();   /* the soft memory limit: after the cache had its chance */
     return p;
 }
 
@@ -319,6 +320,7 @@ static void *hak_huge_guarded(size_t size, size_t align) {
     seg->pages[0].block_size = seg->pages[0].area = end - offset;   /* the guard page follows */
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
     hak_cache_huge_live((int64_t)need);
+    hak_limit_check();
     return seg->pages[0].start;
 }
 
@@ -337,6 +339,7 @@ void hak_huge_free(hak_segment_t *seg) {
         return;
     }
     hak_huge_release(seg, size);
+    hak_limit_relax();
 }
 
 /* Grow a huge block of old_map mapping bytes to new_map with cached memory:
@@ -419,6 +422,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
         if (next.size >= new_map - old_map ||
             hak_os_remap(seg, old_map + next.size, new_map, NULL)) {   /* and the space after it */
             hak_huge_grown_in_place(seg, old_map, new_map, offset, size);
+            hak_limit_check();
             return p;
         }
         hak_huge_give_back(&next);
@@ -428,6 +432,7 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     if (!moved && hak_os_remap(seg, old_map, new_map, NULL)) {
         hak_huge_grown_in_place(seg, old_map, new_map, offset, size);
         if (owner) hak_huge_hooks.unhold(owner, seg);
+        hak_limit_check();
         return p;
     }
     if (!moved) moved = hak_huge_move(seg, old_map, new_map, HAK_SEGMENT_SIZE);
@@ -435,5 +440,6 @@ void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     if (owner) hak_huge_hooks.unhold(owner, moved ? moved : seg);
     if (!moved) { errno = ENOMEM; return NULL; }
     hak_cache_huge_live((int64_t)(new_map - old_map));
+    hak_limit_check();
     return moved->pages[0].start;
 }

@@ -101,6 +101,7 @@ typedef struct hak_options_s {
     long guard_sample;       /* mean bytes between guarded blocks; 0 off (hak_guard.c) */
     long stats_by_class;     /* the report's per-class table (always in the stats build) */
     const char *stats_file;  /* where the report at exit goes ("": stderr); %p: the pid */
+    long memory_limit;       /* the soft limit in bytes; 0 off; -1 the cgroup's (hak_limit.c) */
 } hak_options_t;
 extern hak_options_t hak_opt;
 void hak_options_init(void);
@@ -205,6 +206,10 @@ typedef struct hak_counters_s {
     _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
     _Atomic uint64_t segments_in_use, segments_peak, huge_in_use, huge_peak;
     _Atomic uint64_t bytes_mapped, bytes_mapped_peak;
+    /* bytes of those mappings known not to be resident: page slots never
+     * touched or purged, purged cached segments, no-access reservations
+     * (hak_limit.c: resident = mapped - clean) */
+    _Atomic uint64_t bytes_clean;
     _Atomic uint64_t heaps_created, heaps_adopted, heaps_reclaimed;
     _Atomic uint64_t class_pages[HAK_CLASS_COUNT], class_pages_peak[HAK_CLASS_COUNT];
     /* bytes of pages in use (their blocks' area) and of huge mappings in
@@ -254,6 +259,25 @@ void hak_account_segments(hak_account_t *a);  /* heaps' segments, huge blocks, b
 /* A mapping of size bytes at p of its own (metadata, a reserved region):
  * live bytes of it to live blocks, the rest to part. */
 void hak_account_range(hak_account_t *a, const void *p, size_t size, unsigned part, uint64_t live);
+
+/* bytes_clean += delta: part of a mapping is not resident (or is again) */
+static inline void hak_count_clean(int64_t delta) {
+    atomic_fetch_add_explicit(&hak_counters.bytes_clean, (uint64_t)delta, memory_order_relaxed);
+}
+
+/* ---- the soft memory limit (hak_limit.c) ----
+ * Read on slow paths only (a page slot given back, a page retired, a huge
+ * block cached), never by the fast paths. */
+extern _Atomic int hak_limit_pressing;   /* 1 from above the high mark until below the low one */
+HAK_INLINE bool hak_limit_pressed(void) {
+    return atomic_load_explicit(&hak_limit_pressing, memory_order_relaxed) != 0;
+}
+void hak_limit_check(void);   /* memory may have grown (a page, a segment, a huge block): above the
+                                 high mark, return every cached and empty page at once */
+void hak_limit_relax(void);   /* memory went back: below the low mark the pressure ends */
+void hak_limit_start(void);   /* the constructor: the option (the cgroup's file is read here) */
+void hak_limit_stats_lines(void (*line)(void *arg, const char *text), void *arg);   /* the stats' line */
+void hak_limit_fork_child(void);    /* hak_segment_unlock_after_fork */
 
 /* ---- process and heap life cycle (hak_heap.c) ---- */
 void hak_process_init(void);

@@ -26,6 +26,7 @@ extern const char *hakmem_conf __attribute__((weak));
 #define HAK_BYTES 0x4u   /* a size: a number, or with k, m or g (KiB, MiB, GiB) */
 #define HAK_KIB   0x8u   /* a size counted in KiB: a plain number is KiB, 4m is 4096 */
 #define HAK_MIB   0x10u  /* a size counted in MiB */
+#define HAK_CGROUP 0x20u /* also the word cgroup, which is -1 (HAKMEM_MEMORY_LIMIT: the cgroup's limit) */
 #define HAK_RUN   0x80u  /* hakmem_option_set may change it while the program runs */
 #define HAK_SIZES (HAK_BYTES | HAK_KIB | HAK_MIB)
 
@@ -70,6 +71,8 @@ static hak_option_def_t hak_option_table[] = {
       "print the stacks of sampled blocks still live at exit (needs HAKMEM_SAMPLE_BYTES)" },
     { "HAKMEM_GUARD_SAMPLE", &hak_opt.guard_sample, {0, 0, 0}, 0, 1L << 40, HAK_BYTES,
       "put about one allocation per N bytes (up to 16 KiB) alone on guarded pages: an overflow, underflow or use after free of it faults and is reported with its stacks; 1 every allocation; 0 off" },
+    { "HAKMEM_MEMORY_LIMIT", &hak_opt.memory_limit, {0, 0, 0}, 0, 1L << 60, HAK_BYTES | HAK_CGROUP,
+      "soft limit of resident memory: bytes (k, m, g suffixes), or cgroup (its memory.max, read at start-up; shown as -1); above 90% every cached and empty page goes back at once; 0 off" },
 };
 #define HAK_OPTION_COUNT (sizeof hak_option_table / sizeof hak_option_table[0])
 
@@ -189,6 +192,7 @@ static bool hak_parse_value(const hak_option_def_t *o, const char *s, size_t n, 
         for (unsigned i = 0; i < 6; i++)
             if (hak_ieq(s, n, words[i])) { *out = i & 1; return true; }
     }
+    if ((o->flags & HAK_CGROUP) && hak_ieq(s, n, "cgroup")) { *out = -1; return true; }
     if (!hak_parse_number(o->flags, s, n, &v) || v < o->min || v > o->max) return false;
     *out = v;
     return true;
@@ -201,9 +205,10 @@ static void hak_warn_value(const char *label, const char *value, const hak_optio
         hak_message("hakmem: warning: %s='%s' is not 1/0, yes/no, true/false or on/off; using %ld\n",
                     label, value, now);
     else if (o->flags & HAK_SIZES)
-        hak_message("hakmem: warning: %s='%s' is not a size in [%ld, %ld]%s (a number, or one with k, m or g); "
+        hak_message("hakmem: warning: %s='%s' is not a size in [%ld, %ld]%s (a number, or one with k, m or g%s); "
                     "using %ld\n", label, value, o->min, o->max,
-                    o->flags & HAK_KIB ? " KiB" : o->flags & HAK_MIB ? " MiB" : " bytes", now);
+                    o->flags & HAK_KIB ? " KiB" : o->flags & HAK_MIB ? " MiB" : " bytes",
+                    o->flags & HAK_CGROUP ? ", or cgroup" : "", now);
     else
         hak_message("hakmem: warning: %s='%s' is not a number in [%ld, %ld]; using %ld\n",
                     label, value, o->min, o->max, now);

@@ -247,16 +247,18 @@ static bool hak_large_cycling(const hak_heap_t *heap, unsigned cls) {
  * decay (age: empty for the purge delay), the background purger,
  * malloc_trim from any thread and hak_heap_collect give them back (and a
  * new large span that would fault fresh memory in gives back the large
- * ones first, hak_span_find); with a purge delay of 0 (lean) nothing is
- * kept.  Anything else gives its slot back to the segment, where the purge
- * delay and budget apply. */
+ * ones first, hak_span_find); with a purge delay of 0 (lean), or under the
+ * soft memory limit's pressure, nothing is kept.  Anything else gives its
+ * slot back to the segment, where the purge delay and budget apply. */
 void hak_page_retire(hak_page_t *page) {
     hak_heap_t *heap = hak_segment_of(page)->heap;
     hak_page_queue_t *q = &heap->queues[page->class_idx];
     if (page->kind == HAK_PAGE_LARGE && !hak_tls_moving)
         __atomic_store_n(&heap->large_freed_seq[page->class_idx], heap->large_seq ? heap->large_seq : 1,
                          __ATOMIC_RELAXED);
-    if (!(page->flags & HAK_PAGE_IN_FULL)) {
+    /* under the soft memory limit's pressure (hak_limit.c) nothing is kept */
+    bool pressed = hak_limit_pressed();
+    if (!(page->flags & HAK_PAGE_IN_FULL) && !pressed) {
         if (page->kind == HAK_PAGE_SMALL) {
             if (q->first == page && page->next == NULL) return;
         } else if (page->kind != HAK_PAGE_HUGE && hak_opt.purge_delay_ms != 0 && !(page->flags & HAK_PAGE_SAMPLED) &&

@@ -30,9 +30,14 @@
 
 /* hakmem_option_set may change the delay while it is used: each read is one
  * load, and a -1 read after hak_purging() said yes counts as the longest
- * delay (an hour), never as 2^64 - 1 ms, which would wrap a due time */
-static bool hak_purging(void) { return __atomic_load_n(&hak_opt.purge_delay_ms, __ATOMIC_RELAXED) >= 0; }
+ * delay (an hour), never as 2^64 - 1 ms, which would wrap a due time.
+ * The soft memory limit's pressure (hak_limit.c) makes the delay 0: every
+ * pool purges what is freed at once, and neither cache keeps anything. */
+static bool hak_purging(void) {
+    return __atomic_load_n(&hak_opt.purge_delay_ms, __ATOMIC_RELAXED) >= 0 || hak_limit_pressed();
+}
 static uint64_t hak_delay_ms(void) {   /* when hak_purging() */
+    if (hak_limit_pressed()) return 0;
     long d = __atomic_load_n(&hak_opt.purge_delay_ms, __ATOMIC_RELAXED);
     return d >= 0 ? (uint64_t)d : 3600000;
 }
@@ -96,8 +101,6 @@ static struct {
 
 /* ---- free page slots of a heap (slot lock held) ---- */
 
-static uint32_t hak_slot_kb(const hak_segment_t *seg) { return (uint32_t)(((size_t)1 << seg->page_shift) >> 10); }
-
 static void hak_heap_due(hak_heap_t *heap, uint64_t due) {
     if (heap->purge_due_ms == 0 || due < heap->purge_due_ms)
         __atomic_store_n(&heap->purge_due_ms, due, __ATOMIC_RELAXED);   /* the purger peeks */
@@ -152,6 +155,7 @@ void hak_purge_slot_taken(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
         heap->purge_pending_bytes_k -= page->dirty_kb;
     } else {
         page->dirty_kb = 0;
+        hak_segment_clean(seg, -(int64_t)hak_slot_kb(seg));   /* resident from now on */
     }
 }
 
@@ -314,6 +318,7 @@ void hak_purge_heap_locked(hak_heap_t *heap, uint64_t now, hak_purge_mode_t mode
                     seg->purge_pending--;
                     heap->purge_pending_bytes_k -= page->dirty_kb;
                     purged_kb += page->dirty_kb;       /* dirty_kb stays: the extent last used */
+                    hak_segment_clean(seg, hak_slot_kb(seg));
                 } else if (run_lo && page && hak_slot_clean(seg, i)) {
                     size_t len;
                     uint8_t *lo = hak_segment_page_area(seg, page, &len);
@@ -409,6 +414,7 @@ static void hak_cache_note_due(uint64_t since) {
 static void hak_cseg_purge(hak_centry_t *e) {
     size_t os_page = hak_os_page_size();
     hak_purge_range((uint8_t *)e->seg + os_page, HAK_SEGMENT_SIZE - os_page);
+    hak_segment_clean(e->seg, (int64_t)hak_segment_clean_full_kb(e->seg) - (int64_t)e->seg->clean_kb);
     hak_cache_dirty -= e->dirty;
     e->dirty = 0;
     hak_pst_add(cache_purges, 1);
@@ -419,6 +425,7 @@ static void hak_cseg_unmap(size_t i) {
     hak_centry_remove(hak_cseg, &hak_cseg_n, i);
     hak_cache_dirty -= e.dirty;
     hak_segmap_set(e.seg, 0);
+    hak_count_clean(-(int64_t)e.seg->clean_kb * 1024);
     hak_os_unmap(e.seg, HAK_SEGMENT_SIZE);
     hak_pst_add(seg_unmapped, 1);
 }
@@ -864,7 +871,7 @@ static void *hak_purger_main(void *arg) {
 /* Start the purger if the options want one (hakmem's constructor, a fork
  * child): never while hakmem or libc may hold a lock pthread_create needs. */
 void hak_purger_start(void) {
-    if (!hak_opt.background_purge || !hak_purging() || hak_delay_ms() == 0) return;
+    if (!hak_opt.background_purge || hak_opt.purge_delay_ms <= 0) return;   /* the options, not the pressure */
     /* without the kernel's word on threads' ends it could not know when to
      * leave: the threads purge on their own slow paths, as with the option off */
     if (!hak_first_thread_held) {
@@ -932,6 +939,7 @@ void hak_segment_unlock_after_fork(bool child) {
         atomic_store(&hak_purger_state, 0);
         atomic_store(&hak_purger_awake, 0);
         atomic_store(&hak_purger_look, 0);
+        hak_limit_fork_child();
     } else {
         pthread_mutex_unlock(&hak_cache_lock);
         pthread_mutex_unlock(&hak_purger_lock);

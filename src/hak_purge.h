@@ -45,6 +45,24 @@ HAK_INLINE void hak_slots_unlock(hak_heap_t *heap) {
     atomic_store_explicit(&heap->slot_lock, 0, memory_order_release);
 }
 
+/* ---- what of a segment is not resident (hak_limit.c's estimate) ----
+ * A slot counts as clean -- in seg->clean_kb and hak_counters.bytes_clean
+ * -- from the segment's formatting until it is first taken, and again from
+ * its purge until it is taken again; a span's slice also when its page gave
+ * it back untouched.  Whole slots are counted (a taken slot as resident even
+ * where its page has not carved yet); a small segment's slot 0, the header,
+ * is always resident. */
+HAK_INLINE uint32_t hak_slot_kb(const hak_segment_t *seg) {
+    return (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
+}
+HAK_INLINE uint32_t hak_segment_clean_full_kb(const hak_segment_t *seg) {   /* every slot clean */
+    return (uint32_t)((HAK_SEGMENT_SIZE - ((size_t)seg->first_page << seg->page_shift)) >> 10);
+}
+HAK_INLINE void hak_segment_clean(hak_segment_t *seg, int64_t kb) {
+    seg->clean_kb = (uint32_t)((int64_t)seg->clean_kb + kb);
+    hak_count_clean(kb * 1024);
+}
+
 /* ---- free page slots of a heap (slot lock held) ---- */
 /* A slot was given back: it stays committed (dirty) until the decay purges
  * it; used: bytes from the slot's start its last tenure carved; decay:

@@ -151,16 +151,21 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
         seg->used_pages = 0;
     } else {
         uint64_t dirty = state == HAK_CACHED_OTHER ? hak_segment_dirty_slices(seg) : 0;
+        int64_t was_clean = fresh ? 0 : seg->clean_kb;    /* (the format clears it) */
         hak_segment_format(seg, kind, fresh);
         unsigned per = 1u << (seg->page_shift - HAK_SLICE_SHIFT);
         uint64_t unit = per >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << per) - 1);
+        uint32_t clean = hak_segment_clean_full_kb(seg);
         for (unsigned i = seg->first_page; dirty && i < seg->page_count; i++) {
             if (dirty & (unit << (i * per))) {
                 seg->pages[i].needs_purge = 1;     /* hak_purge_segment_joined counts it */
                 seg->pages[i].freed_at_ms = now;
-                seg->pages[i].dirty_kb = (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
+                seg->pages[i].dirty_kb = hak_slot_kb(seg);
+                clean -= hak_slot_kb(seg);
             }
         }
+        seg->clean_kb = (uint32_t)was_clean;
+        hak_segment_clean(seg, (int64_t)clean - was_clean);
     }
     seg->heap = heap;
     if (!fresh) hak_purge_segment_joined(heap, seg, now);   /* (a fresh one has no dirty slot) */
@@ -189,6 +194,11 @@ static void hak_seglist_remove(hak_heap_t *heap, hak_segment_t *seg) {
 /* An empty segment leaves heap (slot lock held) for the process-wide cache,
  * its dirty slots still marked in its header, or goes back to the OS. */
 static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg, bool leaving) {
+    if (HAK_DEBUG_ENABLED) {   /* every slot is free: the clean ones are those not dirty */
+        uint32_t kb = 0;
+        for (unsigned i = seg->first_page; i < seg->page_count; i++) kb += seg->pages[i].needs_purge ? 0 : hak_slot_kb(seg);
+        if (kb != seg->clean_kb) hak_fatal("hak_segment_release", "clean_kb does not match the slots", seg);
+    }
     hak_seglist_remove(heap, seg);
     hak_purge_segment_left(heap, seg);
     hak_segment_counted(-1);
@@ -196,6 +206,7 @@ static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg, bool leavi
     hak_segmap_set(seg, HAK_TAG_SHARED);
     if (!hak_cache_segment_put(seg, leaving)) {
         hak_segmap_set(seg, 0);
+        hak_count_clean(-(int64_t)seg->clean_kb * 1024);
         hak_os_unmap(seg, HAK_SEGMENT_SIZE);
     }
 }
@@ -330,6 +341,7 @@ static void hak_span_free(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page
         hak_page_t *sl = &seg->pages[j];
         sl->in_use = 0;
         if (used || sl->dirty_kb) hak_purge_slot_freed(heap, seg, sl, used, now, false);
+        else hak_segment_clean(seg, hak_slot_kb(seg));      /* taken clean, left untouched */
     }
     seg->free_slices = (uint8_t)(seg->free_slices + n);
     unsigned next = head + n;
@@ -416,6 +428,7 @@ static bool hak_segment_has_room(hak_heap_t *heap, hak_page_kind_t kind, unsigne
 
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
     hak_page_kind_t kind = hak_class_kind(cls);
+    hak_limit_check();   /* the soft memory limit: no lock of hakmem's is held here */
     /* (not for a public heap: it has no previous thread to take over from) */
     /* the heap's segment lists and slots are read under the slot lock: the
      * purger and malloc_trim write them too (a kept page given back) */
@@ -568,6 +581,7 @@ void hak_segment_page_free(hak_heap_t *heap, hak_page_t *page) {
     hak_segment_slot_back(heap, page, now, true);
     hak_slots_unlock(heap);
     hak_purger_kick();
+    hak_limit_relax();
 }
 
 /* ---- kept pages ----

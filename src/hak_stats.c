@@ -379,6 +379,7 @@ static void hak_report(hak_sink_t *k) {
              (unsigned long)(s.bytes_mapped >> 10), (unsigned long)(s.bytes_mapped_peak >> 10),
              (unsigned long)(s.rss_peak_bytes >> 10));
     hak_purge_stats_lines(hak_line_cb, k);
+    hak_limit_stats_lines(hak_line_cb, k);
     /* the size classes: the stats build, or asked for */
     if (!s.full_counters && !hak_opt.stats_by_class) {
         hak_line(k, "hakmem:   (per size class: HAKMEM_STATS_BY_CLASS=1; allocations and frees per class are "

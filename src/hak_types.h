@@ -265,6 +265,8 @@ typedef struct hak_segment_s {
     struct hak_segment_s *next, *prev; /* heap's list of segments with free pages */
     bool     in_free_list;
     uint8_t  free_slices;            /* large segments: slices in free spans */
+    uint32_t clean_kb;               /* KiB of its slots counted in hak_counters.bytes_clean:
+                                        never touched since formatted, or purged (hak_purge.h) */
     hak_page_t pages[];              /* page_count descriptors */
 } hak_segment_t;
 

@@ -49,7 +49,10 @@ static HAK_NOINLINE uintptr_t hak_zero_reserve(void) {
         if (r) hak_os_unmap(r, HAK_ZERO_BYTES);   /* another thread's came first */
         return none;
     }
-    if (r) hak_crash_zero_region((uintptr_t)r, HAK_ZERO_BYTES);   /* the crash report names a touch */
+    if (r) {
+        hak_count_clean((int64_t)HAK_ZERO_BYTES);   /* no-access: never resident */
+        hak_crash_zero_region((uintptr_t)r, HAK_ZERO_BYTES);   /* the crash report names a touch */
+    }
     return want;
 }
 

@@ -324,7 +324,8 @@ void hak_limit_start(void) {
         src = hak_limit_from;
     }
     if (hak_opt.verbose)
-        hak_message("hakmem: memory limit %lu bytes (%s): above %lu resident, every free page goes back until below %lu\n",
+        hak_message("hakmem: memory limit %lu bytes (%s): above %lu bytes resident, everything free goes back, "
+                    "and each page a free empties, until below %lu\n",
                     (unsigned long)bytes, src, (unsigned long)hak_limit_high(bytes),
                     (unsigned long)hak_limit_low(bytes));
     hak_limit_apply(bytes);

@@ -17,7 +17,9 @@
  *   - the huge mapping freed last is spared by the demand limit until the
  *     next huge request (the grace: the demand has not seen it come back yet).
  * So the memory a program keeps reusing stays committed, and a program that
- * frees everything without reusing it is down to the floor at once. */
+ * frees everything without reusing it is down to the floor at once.
+ * Under the soft memory limit's pressure (hak_limit.c) the delay is 0:
+ * everything freed is purged at once and neither cache keeps anything. */
 #ifndef HAK_PURGE_H
 #define HAK_PURGE_H
 

@@ -197,6 +197,19 @@ static hak_segment_t *hak_huge_compose(hak_piece_t *pc, size_t n, size_t need, s
     return (hak_segment_t *)dest;
 }
 
+/* The soft memory limit's estimate (hak_limit.c): bytes of an in-use huge
+ * mapping, past the block's end, known not to be resident -- the hardened
+ * build's no-access end -- kept in seg->clean_kb and counted in
+ * hak_counters.bytes_clean (KiB: at most 4 TiB of it is counted).  Returns
+ * the bytes counted before. */
+static size_t hak_huge_clean_set(hak_segment_t *seg, size_t bytes) {
+    size_t kb = bytes >> 10, was = (size_t)seg->clean_kb << 10;
+    if (kb > UINT32_MAX) kb = UINT32_MAX;
+    seg->clean_kb = (uint32_t)kb;
+    if ((kb << 10) != was) hak_count_clean((int64_t)(kb << 10) - (int64_t)was);
+    return was;
+}
+
 /* A huge mapping is a whole number of 4 MiB units: no unit the region map
  * marks has a hole another mapping of the process could take.  A request
  * takes, in this order: the smallest cached mapping that holds it (split);
@@ -261,7 +274,8 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
  * touched faulted them all in, and the resident set it left made a fork
  * every 0.5 ms from a signal handler take longer than 0.5 ms, so that the
  * program never ran again (test_fork_signal: hangs.fork_signal.hardened). */
-static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size_t hdr, size_t lo, size_t end) {
+static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size_t hdr, size_t lo, size_t end,
+                                             size_t *dirty_out) {
     hak_piece_t pc;
     if (hak_cache_huge_take(need, map_align, &pc, 1) != 1) return NULL;
     if (pc.size < need || ((uintptr_t)pc.seg & (map_align - 1))) {
@@ -269,8 +283,8 @@ static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size
         return NULL;
     }
     hak_segment_t *seg = pc.seg;
+    size_t dirty = pc.dirty;
     if (pc.size > need) {                        /* the rest goes back, its header page writable */
-        size_t dirty = pc.dirty;
         if (!hak_os_unguard((uint8_t *)seg + need, hdr)) { hak_huge_give_back(&pc); return NULL; }
         hak_huge_split(seg, pc.size, need, &dirty, false);
     }
@@ -279,6 +293,7 @@ static hak_segment_t *hak_huge_guarded_reuse(size_t need, size_t map_align, size
         return NULL;
     }
     hak_os_zero_touched((uint8_t *)seg + lo, end - lo);
+    *dirty_out = dirty;
     return seg;
 }
 
@@ -309,7 +324,8 @@ static void *hak_huge_guarded(size_t size, size_t align) {
     size_t map_align = align > HAK_SEGMENT_SIZE ? align : HAK_SEGMENT_SIZE;
     if ((offset >> HAK_SEGMENT_SHIFT) >= 0x7fff) { errno = ENOMEM; return NULL; }
     size_t lo = offset & ~(ps - 1);
-    hak_segment_t *seg = hak_huge_guarded_reuse(need, map_align, hdr, lo, end);
+    size_t dirty = 0;                            /* bytes from the start that may be committed */
+    hak_segment_t *seg = hak_huge_guarded_reuse(need, map_align, hdr, lo, end, &dirty);
     if (!seg) {
         seg = hak_os_map_aligned(need, map_align);
         if (!seg) { errno = ENOMEM; return NULL; }
@@ -318,6 +334,11 @@ static void *hak_huge_guarded(size_t size, size_t align) {
     }
     hak_huge_setup(seg, need, offset, size);
     seg->pages[0].block_size = seg->pages[0].area = end - offset;   /* the guard page follows */
+    /* the soft memory limit's estimate (hak_limit.c): what lies past the
+     * block and past anything a former user committed is no-access and was
+     * never touched -- the 1 MiB and more after every block -- not resident */
+    size_t touched = dirty > end ? dirty : end;
+    hak_huge_clean_set(seg, need > touched ? need - touched : 0);
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, 1);
     hak_cache_huge_live((int64_t)need);
     hak_limit_check();
@@ -330,11 +351,14 @@ void hak_huge_free(hak_segment_t *seg) {
     if (hak_huge_hooks.freed) hak_huge_hooks.freed(seg->pages[0].start);   /* a sampled block */
     if (__atomic_load_n(&seg->heap, __ATOMIC_RELAXED)) hak_huge_hooks.unlink(seg);   /* a public heap's block */
     size_t size = seg->map_size;
+    /* what may be committed: all of it, but for the hardened block's
+     * never-touched end (the cache counts it clean from here on) */
+    size_t dirty = size - hak_huge_clean_set(seg, 0);
     hak_count_peak(&hak_counters.huge_in_use, &hak_counters.huge_peak, -1);
     hak_cache_huge_live(-(int64_t)size);
     hak_huge_header_init(seg, size);             /* its page is no longer in use */
     /* (hardened: all but the header inaccessible while cached) */
-    if ((!HAK_HARDENED_ENABLED || hak_huge_guard_cached(seg, size)) && hak_cache_huge_put(seg, size, size, true)) {
+    if ((!HAK_HARDENED_ENABLED || hak_huge_guard_cached(seg, size)) && hak_cache_huge_put(seg, size, dirty, true)) {
         hak_purger_kick();
         return;
     }
@@ -396,6 +420,7 @@ static void hak_huge_grown_in_place(hak_segment_t *seg, size_t old_map, size_t n
  * more than 4 MiB (the caller copies it). */
 void *hak_huge_realloc(hak_segment_t *seg, void *p, size_t size) {
     hak_page_t *page = &seg->pages[0];
+    hak_huge_clean_set(seg, 0);                  /* (the estimate: resident, all of it, from now on) */
     size_t offset = (size_t)(page->start - (uint8_t *)seg);
     if (size > ((size_t)1 << 46)) { errno = ENOMEM; return NULL; }
     size_t new_map = hak_round_up(offset + size, HAK_SEGMENT_SIZE);

@@ -5,8 +5,10 @@
  * (hak_os.c counts every mapping) less what it knows is not resident,
  * hak_counters.bytes_clean: page slots never touched since their segment
  * was formatted or purged since (whole slots: hak_purge.h), purged cached
- * segments, no-access reservations.  No /proc, no system call: two
- * counters the slow paths keep anyway.
+ * segments, no-access reservations, the no-access end of the hardened
+ * build's huge blocks (hak_huge.c) and segments, and what a cached huge
+ * mapping holds past its dirty start (hak_purge.c).  No /proc, no system
+ * call: two counters the slow paths keep anyway.
  *
  * The rule: a slow path that may add to it -- a page taken from a segment
  * (hak_segment_page_alloc), a huge block mapped or grown (hak_huge.c) --

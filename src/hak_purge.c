@@ -361,6 +361,9 @@ typedef struct hak_centry_s {
     size_t used;             /* bytes the last user had committed (kept when purged) */
     uint64_t since_ms;       /* when it came in */
     uint8_t kind;
+    size_t clean;            /* huge: bytes known not resident, counted in hak_counters.bytes_clean
+                                (hak_limit.c; dirty is from the start, and joining mappings
+                                makes it cover the earlier ones whole: this stays exact) */
 } hak_centry_t;
 static hak_centry_t hak_cseg[HAK_SEGMENT_CACHE_MAX], hak_chuge[HAK_HUGE_CACHE_MAX];
 static size_t hak_cseg_n, hak_chuge_n;
@@ -430,6 +433,12 @@ static void hak_cseg_unmap(size_t i) {
     hak_pst_add(seg_unmapped, 1);
 }
 
+/* The soft memory limit's estimate (hak_limit.c): a cached huge mapping's
+ * clean bytes; sign 1 when it comes into the cache, -1 when it leaves. */
+static void hak_chuge_clean(const hak_centry_t *e, int sign) {
+    if (e->clean) hak_count_clean(sign * (int64_t)e->clean);
+}
+
 /* A huge mapping is purged by unmapping it. */
 static void hak_chuge_unmap(size_t i) {
     hak_centry_t e = hak_chuge[i];
@@ -439,6 +448,7 @@ static void hak_chuge_unmap(size_t i) {
     hak_centry_remove(hak_chuge, &hak_chuge_n, i);
     hak_cache_dirty -= e.dirty;
     hak_chuge_bytes -= e.size;
+    hak_chuge_clean(&e, -1);
     hak_huge_release(e.seg, e.size);
     hak_pst_add(huge_unmapped, 1);
 }
@@ -568,7 +578,7 @@ bool hak_cache_segment_put(hak_segment_t *seg, bool leaving) {
         for (size_t i = 0; i < hak_cseg_n; i++) if (!hak_cseg[i].dirty) { victim = i; break; }
         hak_cseg_unmap(victim);
     }
-    hak_cseg[hak_cseg_n++] = (hak_centry_t){ seg, HAK_SEGMENT_SIZE, dirty, dirty, now, seg->kind };
+    hak_cseg[hak_cseg_n++] = (hak_centry_t){ seg, HAK_SEGMENT_SIZE, dirty, dirty, now, seg->kind, 0 };
     hak_cache_dirty += dirty;
     if (leaving && dirty) {
         hak_cache_credit = hak_decayed(hak_cache_credit, hak_cache_credit_at, now) + dirty;
@@ -608,6 +618,7 @@ size_t hak_cache_huge_take(size_t need, size_t align, hak_piece_t *out, size_t m
         hak_centry_remove(hak_chuge, &hak_chuge_n, pick);
         hak_cache_dirty -= e.dirty;
         hak_chuge_bytes -= e.size;
+        hak_chuge_clean(&e, -1);
         out[n++] = (hak_piece_t){ e.seg, e.size, e.dirty };
         got += e.size;
         best = SIZE_MAX;
@@ -646,6 +657,7 @@ bool hak_cache_huge_take_at(void *addr, hak_piece_t *out) {
         hak_centry_remove(hak_chuge, &hak_chuge_n, i);
         hak_cache_dirty -= e.dirty;
         hak_chuge_bytes -= e.size;
+        hak_chuge_clean(&e, -1);
         *out = (hak_piece_t){ e.seg, e.size, e.dirty };
         hak_demand_note(&hak_cache_demand, &hak_cache_demand_at, &hak_cache_regret, &hak_cache_regret_at, now,
                         dirty_before, 0);
@@ -661,6 +673,7 @@ bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty, bool free
     uint64_t max = (uint64_t)hak_opt.huge_cache_mb << 20;
     if (size > max || (hak_purging() && hak_delay_ms() == 0)) return false;
     uint64_t now = hak_os_now_ms();
+    size_t clean = size > dirty ? size - dirty : 0;     /* what it holds past its dirty start */
     pthread_mutex_lock(&hak_cache_lock);
     /* join cached neighbours: a block split off a cached mapping meets the
      * rest of it again, so a later large request finds it whole */
@@ -676,6 +689,8 @@ bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty, bool free
         size += e->size;
         hak_cache_dirty -= e->dirty;
         hak_chuge_bytes -= e->size;
+        hak_chuge_clean(e, -1);
+        clean += e->clean;
         hak_centry_remove(hak_chuge, &hak_chuge_n, i);
         hak_huge_cached_header(seg, size);
         i = 0;                                          /* it may now meet another */
@@ -687,7 +702,8 @@ bool hak_cache_huge_put(hak_segment_t *seg, size_t size, size_t dirty, bool free
         hak_huge_release(seg, size);
         return true;
     }
-    hak_chuge[hak_chuge_n++] = (hak_centry_t){ seg, size, dirty, dirty, now, HAK_PAGE_HUGE };
+    hak_chuge[hak_chuge_n++] = (hak_centry_t){ seg, size, dirty, dirty, now, HAK_PAGE_HUGE, clean };
+    hak_chuge_clean(&hak_chuge[hak_chuge_n - 1], 1);
     /* the newest free waits for the next request, while the program still
      * has huge blocks in use (one that freed its last is likely done) */
     if (freed) hak_chuge_grace = hak_huge_live ? size : 0;

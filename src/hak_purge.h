@@ -57,7 +57,9 @@ HAK_INLINE void hak_slots_unlock(hak_heap_t *heap) {
 HAK_INLINE uint32_t hak_slot_kb(const hak_segment_t *seg) {
     return (uint32_t)(((size_t)1 << seg->page_shift) >> 10);
 }
-HAK_INLINE uint32_t hak_segment_clean_full_kb(const hak_segment_t *seg) {   /* every slot clean */
+/* every slot clean; and the hardened build's no-access rest past the slots
+ * (HAK_HARDENED_USED), which is clean always */
+HAK_INLINE uint32_t hak_segment_clean_full_kb(const hak_segment_t *seg) {
     return (uint32_t)((HAK_SEGMENT_SIZE - ((size_t)seg->first_page << seg->page_shift)) >> 10);
 }
 HAK_INLINE void hak_segment_clean(hak_segment_t *seg, int64_t kb) {

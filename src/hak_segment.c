@@ -194,8 +194,9 @@ static void hak_seglist_remove(hak_heap_t *heap, hak_segment_t *seg) {
 /* An empty segment leaves heap (slot lock held) for the process-wide cache,
  * its dirty slots still marked in its header, or goes back to the OS. */
 static void hak_segment_release(hak_heap_t *heap, hak_segment_t *seg, bool leaving) {
-    if (HAK_DEBUG_ENABLED) {   /* every slot is free: the clean ones are those not dirty */
-        uint32_t kb = 0;
+    if (HAK_DEBUG_ENABLED) {   /* every slot is free: the clean ones are those not dirty (and the
+                                  hardened build's no-access rest past the slots) */
+        uint32_t kb = (uint32_t)((HAK_SEGMENT_SIZE - ((size_t)seg->page_count << seg->page_shift)) >> 10);
         for (unsigned i = seg->first_page; i < seg->page_count; i++) kb += seg->pages[i].needs_purge ? 0 : hak_slot_kb(seg);
         if (kb != seg->clean_kb) hak_fatal("hak_segment_release", "clean_kb does not match the slots", seg);
     }

@@ -10,7 +10,9 @@
  * The unit tests run with HAKMEM_PURGE_DELAY_MS=-1: nothing is purged on its
  * own, so whatever goes back goes back because of the limit.
  *   estimate     hakmem's resident estimate follows RSS through small,
- *                medium and large blocks and malloc_trim
+ *                medium and large blocks, malloc_trim and huge blocks (a
+ *                3 MiB one in use and cached: the hardened build's no-access
+ *                end after it does not count)
  *   hysteresis   the pressure starts above 90 % (everything free goes back),
  *                ends below 80 %, and between the two marks stays as it was:
  *                from below, nothing is returned; from above, every free

@@ -548,6 +548,19 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
     hak_q_put(p, slot, k.freed);
 }
 
+/* For the checked copies (hak_memcheck.c): the program's bytes in the slot
+ * of slot bytes at block, from its trailer -- the size when the trailer is
+ * a live block's that starts there, HAK_HARDENED_FREED when it holds the
+ * freed mark, HAK_HARDENED_UNKNOWN otherwise (an aligned block, whose
+ * pointer lies inside the slot; a slot not handed out yet). */
+size_t hak_hardened_block_n(const void *block, size_t slot) {
+    uint64_t t = *hak_h_trailer((void *)block, slot);
+    hak_h_keys_t k = hak_h_keys();
+    hak_h_info_t b;
+    if (hak_h_decode(block, slot, t, k.s1, &b)) return b.n;
+    return t == k.freed ? HAK_HARDENED_FREED : HAK_HARDENED_UNKNOWN;
+}
+
 size_t hak_hardened_usable(const void *p) {
     if (p == NULL) return 0;
     size_t slot = hak_h_slot(p, "malloc_usable_size()");

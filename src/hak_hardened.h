@@ -34,6 +34,9 @@ void   hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool 
 #define HAK_HARDENED_FREED   (SIZE_MAX)
 #define HAK_HARDENED_UNKNOWN (SIZE_MAX - 1)
 size_t hak_hardened_block_n(const void *block, size_t slot);
+/* d is not hakmem's, or [d, d + len) lies in a live block's bytes (the
+ * common cases, quick); false: not known so (hak_memcheck.c looks closer) */
+bool   hak_hardened_write_ok(const void *d, size_t len);
 
 /* Helpers of the layers below, for the hardened layer only. */
 /* Is w a key hak_page_new_key has issued (a free block's key word left in

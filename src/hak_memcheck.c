@@ -133,7 +133,7 @@ static HAK_COLD HAK_NOINLINE void hak_mc_report(const char *op, const uint8_t *d
  * check [d, d + len) */
 static HAK_NOINLINE void hak_mc_check_slow(const char *op, const uint8_t *d, size_t len) {
     hak_segment_t *seg = hak_segment_of_checked(d);
-    if (seg == NULL) return;
+    if (seg == NULL || len == 0) return;
     const uint8_t *block;
     size_t slot;
     if (hak_unlikely(!hak_mc_slot(seg, d, &block, &slot))) hak_mc_report(op, d, len, false, block, slot, 0);
@@ -142,10 +142,11 @@ static HAK_NOINLINE void hak_mc_check_slow(const char *op, const uint8_t *d, siz
     if (hak_unlikely(at >= limit || len > limit - at)) hak_mc_report(op, d, len, true, block, slot, n);
 }
 
-/* the check: one load of the region map for a destination that is not
- * hakmem's */
+/* the check: the quick one (hak_hardened.c: one load of the region map
+ * for a destination that is not hakmem's; the page and the trailer for a
+ * block of a page without flags); else the complete one above */
 HAK_INLINE void hak_mc_check(const char *op, void *d, size_t len) {
-    if (hak_segmap_get(d) != HAK_TAG_NONE && len != 0) hak_mc_check_slow(op, (const uint8_t *)d, len);
+    if (hak_unlikely(!hak_hardened_write_ok(d, len))) hak_mc_check_slow(op, (const uint8_t *)d, len);
 }
 
 HAK_EXPORT void *memcpy(void *d, const void *s, size_t n) {

@@ -15,7 +15,8 @@
  * slot's start (an aligned block, whose pointer lies inside the slot), the
  * limit is the trailer itself.  A destination in hakmem's memory but in no
  * block (a segment's header, a page not in use, a slot never carved) is
- * reported too.  Only the destination is checked; copies gcc inlines in
+ * reported too.  A public heap's blocks (hakmem_heap_malloc: no trailer)
+ * are checked against their slot.  Only the destination is checked; copies gcc inlines in
  * the program (small constant sizes) are not seen.
  *
  * The other builds export none of these (this file is empty there).
@@ -138,7 +139,12 @@ static HAK_NOINLINE void hak_mc_check_slow(const char *op, const uint8_t *d, siz
     size_t slot;
     if (hak_unlikely(!hak_mc_slot(seg, d, &block, &slot))) hak_mc_report(op, d, len, false, block, slot, 0);
     size_t at = (size_t)(d - block);
-    size_t n = hak_hardened_block_n(block, slot), limit = hak_mc_limit(n, slot);
+    /* a public heap's blocks (hakmem_heap_malloc) have no trailer: the slot
+     * is theirs, and what lies where a trailer would is stale (a freed
+     * mark) or the program's */
+    hak_heap_t *heap = __atomic_load_n(&seg->heap, __ATOMIC_RELAXED);
+    size_t n = heap && __atomic_load_n(&heap->pub_magic, __ATOMIC_RELAXED) ? slot : hak_hardened_block_n(block, slot);
+    size_t limit = hak_mc_limit(n, slot);
     if (hak_unlikely(at >= limit || len > limit - at)) hak_mc_report(op, d, len, true, block, slot, n);
 }
 

@@ -3,6 +3,7 @@
  *   test_memcheck [-p PREFIX]   correct copies, none reported: exact block
  *                               sizes, offsets inside blocks, aligned,
  *                               realloc'd, huge and other threads' blocks,
+ *                               a public heap's blocks,
  *                               overlapping memmove, the stack, globals,
  *                               mmap'd memory (run under every build)
  *   test_memcheck CASE          one bad copy (tests/suite_hardened.sh): the
@@ -11,6 +12,7 @@
  * Every copy is called through a volatile pointer, so that the compiler
  * neither inlines nor folds it: the library's symbol runs.
  */
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -165,6 +167,34 @@ static void test_not_heap(void) {
     }
 }
 
+/* a public heap's blocks (hakmem_heap_malloc: no trailer in the hardened
+ * build), in memory that held freed blocks of the default heap before */
+static void test_public_heap(void) {
+    void *(*heap_new)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "hakmem_heap_new");
+    void *(*heap_malloc)(void *, size_t) = (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "hakmem_heap_malloc");
+    void (*heap_destroy)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "hakmem_heap_destroy");
+    if (!heap_new || !heap_malloc || !heap_destroy) SKIP_TEST("no hakmem_heap_* (not hakmem)");
+    for (int round = 0; round < 2; round++) {
+        enum { N = 2000 };
+        static void *v[N];
+        for (int i = 0; i < N; i++) v[i] = malloc(sizes[i % 12]);
+        for (int i = 0; i < N; i++) free(v[i]);
+        void *h = heap_new();
+        CHECK(h != NULL);
+        if (!h) return;
+        for (size_t i = 0; i < NSIZES; i++) {
+            char *p = heap_malloc(h, sizes[i]);
+            CHECK(p != NULL);
+            if (p) copies_into(p, sizes[i]);
+        }
+        for (int i = 0; i < N; i++) {
+            char *p = heap_malloc(h, sizes[i % 12]);
+            if (p) f_memset(p, 7, sizes[i % 12]);
+        }
+        heap_destroy(h);
+    }
+}
+
 /* malloc(0): a block of no bytes, and copies of none */
 static void test_zero_size(void) {
     char *p = malloc(0);
@@ -232,6 +262,7 @@ int main(int argc, char **argv) {
     RUN_TEST(aligned);
     RUN_TEST(other_thread);
     RUN_TEST(not_heap);
+    RUN_TEST(public_heap);
     RUN_TEST(zero_size);
     return check_exit_code();
 }

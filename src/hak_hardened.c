@@ -548,6 +548,44 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
     hak_q_put(p, slot, k.freed);
 }
 
+/* For the checked copies (hak_memcheck.c): the program's bytes in the slot
+ * of slot bytes at block, from its trailer -- the size when the trailer is
+ * a live block's that starts there, HAK_HARDENED_FREED when it holds the
+ * freed mark, HAK_HARDENED_UNKNOWN otherwise (an aligned block, whose
+ * pointer lies inside the slot; a slot not handed out yet). */
+size_t hak_hardened_block_n(const void *block, size_t slot) {
+    uint64_t t = *hak_h_trailer((void *)block, slot);
+    hak_h_keys_t k = hak_h_keys();
+    hak_h_info_t b;
+    if (hak_h_decode(block, slot, t, k.s1, &b)) return b.n;
+    return t == k.freed ? HAK_HARDENED_FREED : HAK_HARDENED_UNKNOWN;
+}
+
+/* The checked copies' common cases (hak_memcheck.c): true when d is not
+ * hakmem's (the region map says so: no check), or when [d, d + len) lies
+ * in the program's bytes of a live block of a page without flags -- the
+ * page's line 1, the trailer.  False sends the copy to the complete check
+ * (hak_memcheck.c), which reports or lets it be. */
+bool hak_hardened_write_ok(const void *d, size_t len) {
+    uint16_t tag = hak_segmap_get(d);
+    if (tag == HAK_TAG_NONE) return true;
+    if (hak_unlikely(tag < HAK_TAG_FIRST || tag > HAK_TAG_LAST)) return false;
+    const hak_page_t *page = hak_page_of(hak_segment_of(d), d);
+    size_t bs = page->block_size, off = (size_t)((const uint8_t *)d - page->start);
+    /* the slot's start by the page's magic (exact for offsets in a
+     * segment: docs/design.md, "The carved-block test"); carved_limit is 0
+     * for pages with flags, and d before start gives a huge offset */
+    uint64_t magic = page->div_magic;
+    size_t start = (size_t)(((unsigned __int128)off * magic) >> 64) * bs;
+    if (hak_unlikely(start * magic >= HAK_RELAXED(page->carved_limit))) return false;
+    const uint8_t *block = page->start + start;
+    hak_h_info_t b;
+    if (hak_unlikely(!hak_h_decode(block, bs, *hak_h_trailer((void *)block, bs),
+                                   atomic_load_explicit(&hak_h_kv[0], memory_order_relaxed), &b))) return false;
+    size_t at = off - start;
+    return at < b.n && len <= b.n - at;
+}
+
 size_t hak_hardened_usable(const void *p) {
     if (p == NULL) return 0;
     size_t slot = hak_h_slot(p, "malloc_usable_size()");

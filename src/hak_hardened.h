@@ -29,6 +29,15 @@ size_t hak_hardened_usable(const void *p);
  * allocated; by_new: an operator delete (the block must come from new) */
 void   hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by_new);
 
+/* the program's size of the block at block in a slot of slot bytes, read
+ * from its trailer, or one of these (hak_memcheck.c's check) */
+#define HAK_HARDENED_FREED   (SIZE_MAX)
+#define HAK_HARDENED_UNKNOWN (SIZE_MAX - 1)
+size_t hak_hardened_block_n(const void *block, size_t slot);
+/* d is not hakmem's, or [d, d + len) lies in a live block's bytes (the
+ * common cases, quick); false: not known so (hak_memcheck.c looks closer) */
+bool   hak_hardened_write_ok(const void *d, size_t len);
+
 /* Helpers of the layers below, for the hardened layer only. */
 /* Is w a key hak_page_new_key has issued (a free block's key word left in
  * memory)?  (hak_secret.c) */

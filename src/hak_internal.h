@@ -16,6 +16,18 @@ void hak_os_test_hint(uintptr_t hint);          /* hak_os.c */
 #include <string.h>
 #include <unwind.h>
 
+/* The hardened build exports checked memcpy, memmove and memset (and the
+ * string copies: hak_memcheck.c).  hakmem's own copies -- and the ones gcc
+ * emits for struct copies and loops -- must not take the check (they write
+ * canaries, trailers and freed blocks): in the hardened build every file
+ * but hak_memcheck.c calls them by other names, glibc's implementations
+ * reached past the exported symbols (hak_copy.c). */
+#if defined(HAK_HARDENED) && HAK_HARDENED && !defined(HAK_MEMCHECK_EXPORTS)
+extern __typeof__(memcpy)  memcpy  __asm__("hak_raw_memcpy")  __attribute__((visibility("hidden")));
+extern __typeof__(memmove) memmove __asm__("hak_raw_memmove") __attribute__((visibility("hidden")));
+extern __typeof__(memset)  memset  __asm__("hak_raw_memset")  __attribute__((visibility("hidden")));
+#endif
+
 /* bytes of the canary after a large block (the large blocks' canaries, below) */
 #if defined(HAK_HARDENED) && HAK_HARDENED
 #define HAK_CANARY 0

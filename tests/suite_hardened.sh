@@ -7,7 +7,11 @@
 #   hardened.<test>     correct programs run clean (usable size and the zero
 #                       byte after a block, the quarantine, realloc, calloc,
 #                       aligned, cross-thread frees, fork, the mapping count)
-# and the release build is not hardened (hardened.release_unchanged).
+#   hardened.memcheck.<case>  one bad copy per run (tests/test_memcheck.c):
+#                       reported at the copy, before the write, naming it
+#   hardened.memcheck.ok.<build>  correct copies run clean under every build
+# and the release build is not hardened (hardened.release_unchanged,
+# hardened.memcheck.release_unchanged).
 source "$(dirname "$0")/lib.sh"
 BIN=$T/test_hardened
 need hardened "$BIN" "$HRD_SO" "$REL_SO" || exit 1
@@ -48,6 +52,38 @@ expect segment_guard     segment_guard     $SEGV ""
 out=$(limit 30 env LD_PRELOAD="$REL_SO" "$BIN" overflow_canary 2>&1)
 [[ $? == 0 && $out == SURVIVED ]] && pass hardened.release_unchanged ||
     fail hardened.release_unchanged "the release build stopped the overflow: $(head -c 200 <<<"$out")"
+
+# the checked copies (src/hak_memcheck.c): each bad copy reported before it writes
+MC=$T/test_memcheck
+if need hardened.memcheck "$MC"; then
+    mc() {   # mc CASE REGEX
+        expect_report "hardened.memcheck.$1" $ABRT "$2" env HAKMEM_CRASH_HANDLER=0 LD_PRELOAD="$HRD_SO" "$MC" "$1"
+    }
+    B="the 48-byte block $P; aborting"
+    mc memcpy_over   "^hakmem: memcpy\(\): write of 49 bytes at $P overflows by 1 byte $B"
+    mc memcpy_past   "^hakmem: memcpy\(\): write of 1 byte at $P starts 0 bytes past the end of $B"
+    mc memcpy_under  "^hakmem: memcpy\(\): write of 1 byte at $P starts 1 byte before \(underflow\) $B"
+    mc memmove_over  "^hakmem: memmove\(\): write of 9 bytes at $P overflows by 1 byte $B"
+    mc memset_over   "^hakmem: memset\(\): write of 64 bytes at $P overflows by 16 bytes $B"
+    mc mempcpy_over  "^hakmem: mempcpy\(\): write of 48 bytes at $P overflows by 1 byte $B"
+    mc strcpy_over   "^hakmem: strcpy\(\): write of 49 bytes at $P overflows by 1 byte $B"
+    mc stpcpy_over   "^hakmem: stpcpy\(\): write of 49 bytes at $P overflows by 1 byte $B"
+    mc strncpy_over  "^hakmem: strncpy\(\): write of 49 bytes at $P overflows by 1 byte $B"
+    mc strcat_over   "^hakmem: strcat\(\): write of 41 bytes at $P overflows by 1 byte $B"
+    mc strncat_over  "^hakmem: strncat\(\): write of 41 bytes at $P overflows by 1 byte $B"
+    mc huge_over     "^hakmem: memset\(\): write of 9 bytes at $P overflows by 1 byte the 4194304-byte block $P"
+    mc aligned_over  "^hakmem: memset\(\): write of 4096 bytes at $P overflows by 3996 bytes the 100-byte block $P"
+    mc freed         "^hakmem: memset\(\): write of 8 bytes at $P \(offset 0\) into the freed block $P"
+    mc before_write  "^UNWRITTEN"
+    # correct copies: none reported, under every build
+    run_bin hardened.memcheck.ok.release 120 env LD_PRELOAD="$REL_SO" "$MC" -p hardened.memcheck.ok.release
+    run_bin hardened.memcheck.ok.debug 120 env LD_PRELOAD="$DBG_SO" "$MC" -p hardened.memcheck.ok.debug
+    run_bin hardened.memcheck.ok.hardened 120 env LD_PRELOAD="$HRD_SO" "$MC" -p hardened.memcheck.ok.hardened
+    # the release build exports no checked copy: the bad one runs on
+    out=$(limit 30 env LD_PRELOAD="$REL_SO" "$MC" memcpy_over 2>&1)
+    [[ $? == 0 && $out == SURVIVED ]] && pass hardened.memcheck.release_unchanged ||
+        fail hardened.memcheck.release_unchanged "the release build stopped the copy: $(head -c 200 <<<"$out")"
+fi
 
 run_bin hardened.programs 120 env LD_PRELOAD="$HRD_SO" "$BIN" -p hardened
 # the allocation API's conformance and every operator new/delete form hold

@@ -2,7 +2,13 @@
  * start, then frees and allocates around it; and a string that runs off
  * its block.
  *   attack_overflow over|under store|memcpy BYTES SIZE
+ *   attack_overflow over|under memcpy|memset|strcpy BYTES SIZE nofree
  *   attack_overflow string SIZE
+ * nofree: the write, and nothing after it (no free, no allocation): caught
+ * only at the copy itself.  The memcpy and memset write BYTES bytes at the
+ * block's end (over) or BYTES bytes before it (under); strcpy copies a
+ * string of SIZE + BYTES - 1 characters into the block (over), or one of
+ * BYTES - 1 characters BYTES bytes before it (under).
  * Caught: the program stops before "SURVIVED" (for string: strlen stops at
  * the block's end, or the read faults).
  */
@@ -14,7 +20,7 @@
 
 static char source[MIB];   /* what memcpy writes (0x41 bytes) */
 
-static void overflow(int under, int by_memcpy, size_t k, size_t n)
+static void overflow(int under, int by_memcpy, int nofree, size_t k, size_t n)
 {
     char *nb[2 * NEIGHBOURS], *p;
     /* neighbours on both sides, half of them freed, so the write lands on
@@ -38,6 +44,23 @@ static void overflow(int under, int by_memcpy, size_t k, size_t n)
     memset(p, 2, n);
 
     volatile char *dst = under ? p - k : p + n;
+    if (nofree) {
+        if (by_memcpy == 1) {
+            memset(source, 0x41, k);
+            memcpy((char *)dst, source, k);
+        } else if (by_memcpy == 2) {
+            memset((char *)dst, 0x41, k);
+        } else {   /* the string's NUL is the last byte written */
+            size_t len = under ? k - 1 : n + k - 1;
+            char *s = malloc(len + 1);
+            if (!s)
+                attack_setup_failed("malloc");
+            memset(s, 0x41, len);
+            s[len] = 0;
+            strcpy(under ? (char *)dst : p, s);
+        }
+        return;
+    }
     if (by_memcpy) {
         memset(source, 0x41, k);
         memcpy((char *)dst, source, k);
@@ -87,10 +110,15 @@ int main(int argc, char **argv)
     if (argc < 5)
         attack_setup_failed("usage: attack_overflow over|under store|memcpy BYTES SIZE");
     int under = !strcmp(argv[1], "under");
-    int by_memcpy = !strcmp(argv[2], "memcpy");
+    int nofree = argc > 5 && !strcmp(argv[5], "nofree");
+    int by_memcpy = !strcmp(argv[2], "memcpy") ? 1 : !strcmp(argv[2], "memset") ? 2 : 0;
+    if (!by_memcpy && strcmp(argv[2], "store") && !(nofree && !strcmp(argv[2], "strcpy")))
+        attack_setup_failed("usage: attack_overflow over|under store|memcpy BYTES SIZE, or memcpy|memset|strcpy ... nofree");
+    if (by_memcpy == 2 && !nofree)
+        attack_setup_failed("memset: nofree only");
     size_t k = attack_size_arg(argc, argv, 3), n = attack_size_arg(argc, argv, 4);
     if (k > MIB)
         attack_setup_failed("at most 1 MiB");
-    overflow(under, by_memcpy, k, n);
+    overflow(under, by_memcpy, nofree, k, n);
     attack_survived();
 }

@@ -49,9 +49,17 @@ void hak_large_check(const hak_page_t *page, const void *block, const char *op) 
                       "before the block after", hak_span_end(page));
     hak_segment_t *seg = hak_segment_of(block);
     unsigned head = (unsigned)(page - seg->pages);
-    if (block == page->start && head > 0 && seg->heap == hak_tls.heap) {
+    hak_heap_t *heap = hak_tls.heap;
+    if (block == page->start && head > 0 && seg->heap == heap) {
+        /* Under the slot lock: the purger gives this heap's kept pages back
+         * (hak_segment.c), which marks them not in use, joins their spans
+         * (slice_page[]) and purges their memory -- a canary read meanwhile
+         * would read a purged zero (tsan.stress.purger.clean saw the race) */
+        hak_slots_lock(heap);
         const hak_page_t *prev = seg->slice_page[head - 1];
-        if (prev->in_use && hak_span_has_canary(prev) && hak_unlikely(!hak_span_intact(prev)))
+        bool bad = prev->in_use && hak_span_has_canary(prev) && !hak_span_intact(prev);
+        hak_slots_unlock(heap);
+        if (hak_unlikely(bad))
             hak_fatal(op, "heap underflow detected (the bytes before the block were overwritten) in block", block);
     }
 }

@@ -47,6 +47,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -63,7 +64,8 @@ static bool hak_text_all_ours;               /* libhakmem.so: all of that segmen
 static uintptr_t hak_bias;                   /* its load bias */
 static char hak_path[512];                   /* its file */
 static const char *hak_crash_variant;
-bool (*hak_crash_explain)(const void *addr);   /* hak_internal.h: registered by hak_guard.c */
+bool (*hak_crash_explain)(const void *addr, const void *ctx);   /* hak_internal.h: registered by hak_guard.c */
+HAK_TLS void *hak_crash_walk_jmp;   /* hak_internal.h: a report's stack walk (hak_report.c) */
 static _Atomic uintptr_t hak_zero_lo, hak_zero_size;   /* hak_crash_zero_region */
 
 void hak_crash_zero_region(uintptr_t base, size_t size) {
@@ -72,12 +74,13 @@ void hak_crash_zero_region(uintptr_t base, size_t size) {
 }
 
 /* A fault on a block of malloc(0) (hak_zero.c), whoever's code made it. */
-static bool hak_crash_zero(const void *addr) {
+static bool hak_crash_zero(const void *addr, const void *ctx) {
     uintptr_t lo = atomic_load_explicit(&hak_zero_lo, memory_order_acquire);
     if (!lo || (uintptr_t)addr - lo >= atomic_load_explicit(&hak_zero_size, memory_order_relaxed)) return false;
     hak_message("hakmem: SIGSEGV: access to a block of size 0 (malloc(0), calloc(0, n), realloc(NULL, 0), "
                 "new T[0], ...), which has no bytes: fault address %p, block %p\n",
                 addr, (void *)((uintptr_t)addr & ~(uintptr_t)15));
+    if (hak_report_hooks.fault) hak_report_hooks.fault(ctx, false);
     return true;
 }
 
@@ -260,24 +263,35 @@ static void hak_frame_step(void *arg, uintptr_t lo, size_t size, uint32_t name) 
     if (!f->found && f->at >= lo && f->at - lo < size) { f->lo = lo; f->name = name; f->found = true; }
 }
 
-/* The function of file path whose code lies at file offset off (a return
- * address's: the call before it is looked up): its name in out, and off's
- * distance from its start in *delta.  False if the file does not tell. */
-static bool hak_sym_at(const char *path, uintptr_t off, char *out, uintptr_t *delta) {
+/* The code at file offset off of file path: its address in the file's own
+ * numbering (its load segment's, what addr2line and nm take) in *addr, and
+ * the function that holds it, its name in out and the distance from its
+ * start in *delta.  A return address (exact false) is looked up as the call
+ * before it.  Returns 0: the file does not tell; 1: the address only; 2:
+ * the function too. */
+static int hak_sym_at(const char *path, uintptr_t off, bool exact, char *out, uintptr_t *delta, uintptr_t *addr) {
     hak_syms_t t;
-    if (!hak_syms_open(&t, path)) return false;
+    if (!hak_syms_open(&t, path)) return 0;
     hak_frame_scan_t f = { 0, 0, 0, false };
     bool mapped = false;
+    uintptr_t back = exact ? 0 : 1;
     ElfW(Phdr) ph;
     for (unsigned i = 0; t.eh.e_phentsize == sizeof ph && i < t.eh.e_phnum && !mapped; i++) {
         if (!hak_read_at(t.fd, t.eh.e_phoff + (uint64_t)i * sizeof ph, &ph, sizeof ph)) break;
-        if (ph.p_type == PT_LOAD && off > ph.p_offset && off - ph.p_offset <= ph.p_filesz) {
-            f.at = off - ph.p_offset + ph.p_vaddr - 1;   /* the load segment: the offset's address */
+        if (ph.p_type == PT_LOAD && off >= ph.p_offset + back && off - ph.p_offset <= ph.p_filesz) {
+            f.at = off - ph.p_offset + ph.p_vaddr - back;   /* the load segment: the offset's address */
             mapped = true;
         }
     }
-    bool ok = mapped && hak_syms_each(&t, 0, hak_frame_step, &f) && f.found && hak_syms_name(&t, f.name, out) && out[0];
-    if (ok) *delta = f.at + 1 - f.lo;
+    int ok = 0;
+    if (mapped) {
+        *addr = f.at + back;
+        ok = 1;
+        if (hak_syms_each(&t, 0, hak_frame_step, &f) && f.found && hak_syms_name(&t, f.name, out) && out[0]) {
+            *delta = f.at + back - f.lo;
+            ok = 2;
+        }
+    }
     close(t.fd);
     return ok;
 }
@@ -328,7 +342,7 @@ static void hak_maps_line(const char *s, const char *end, void *const *frames, u
     }
 }
 
-void hak_crash_print_frames(void *const *frames, unsigned n) {
+void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact) {
     hak_where_t w[HAK_FRAMES_MAX];
     if (n > HAK_FRAMES_MAX) n = HAK_FRAMES_MAX;
     for (unsigned k = 0; k < n; k++) w[k].file[0] = 0;
@@ -350,16 +364,22 @@ void hak_crash_print_frames(void *const *frames, unsigned n) {
         }
         close(fd);
     }
-    if (n == 0) hak_message("hakmem:   (no stack: the unwinder was not loaded yet)\n");
+    if (n == 0) hak_message("hakmem:   (no stack: the unwinder is not loaded; it is with HAKMEM_GUARD_SAMPLE or "
+                            "HAKMEM_SAMPLE_BYTES on, in a dynamically linked program)\n");
+    /* each frame's file and its address there (addr2line -e FILE ADDRESS) */
     for (unsigned k = 0; k < n; k++) {
         char name[HAK_NAME_MAX];
-        uintptr_t delta;
+        uintptr_t delta = 0, addr = w[k].off;
+        int got = w[k].file[0] ? hak_sym_at(w[k].file, w[k].off, first_exact && k == 0, name, &delta, &addr) : 0;
         if (!w[k].file[0]) hak_message("hakmem:   #%u %p\n", k, frames[k]);
-        else if (hak_sym_at(w[k].file, w[k].off, name, &delta))
-            hak_message("hakmem:   #%u %p %s+%p (%s+%p)\n", k, frames[k], name, (void *)delta, w[k].file, (void *)w[k].off);
-        else hak_message("hakmem:   #%u %p (%s+%p)\n", k, frames[k], w[k].file, (void *)w[k].off);
+        else if (got == 2)
+            hak_message("hakmem:   #%u %p %s+%p (%s+%p)\n", k, frames[k], name, (void *)delta, w[k].file, (void *)addr);
+        else hak_message("hakmem:   #%u %p (%s+%p)\n", k, frames[k], w[k].file, (void *)addr);
     }
 }
+void hak_crash_print_frames(void *const *frames, unsigned n) { hak_crash_print_stack(frames, n, false); }
+
+
 
 /* ---- the handler ---- */
 
@@ -403,11 +423,19 @@ static bool hak_crash_report(int sig, const siginfo_t *si, const void *ctx) {
     hak_message("hakmem: %s registers: pc %p (library offset %p), sp %p\n", HAK_ARCH_NAME,
                 (void *)pc, (void *)(pc - hak_bias), (void *)sp);
     hak_message("hakmem: this usually means heap corruption: a write past a block, or a use after free\n");
+    if (hak_report_hooks.fault) hak_report_hooks.fault(ctx, true);
     return true;
 }
 
 static void hak_crash_handler(int sig, siginfo_t *si, void *ctx) {
     int saved_errno = errno;
+    /* a fault in a report's stack walk (a stack it misread) ends the walk:
+     * back to the report, which goes on without the rest of the stack */
+    void *walk = hak_crash_walk_jmp;
+    if (walk && si && si->si_code > 0) {
+        hak_crash_walk_jmp = NULL;
+        siglongjmp(*(sigjmp_buf *)walk, 1);
+    }
     struct sigaction *old = sig == SIGBUS ? &hak_old_bus : &hak_old_segv;
     /* A fault has an instruction that raises it again when re-executed;
      * kill(), raise(), sigqueue() (si_code <= 0) and an asynchronous
@@ -419,7 +447,7 @@ static void hak_crash_handler(int sig, siginfo_t *si, void *ctx) {
     /* a fault in the guarded region (hak_guard.c), whoever's code made it;
      * else one in hakmem's code */
     bool guarded = fault && sig == SIGSEGV &&
-                   (hak_crash_zero(si->si_addr) || (hak_crash_explain && hak_crash_explain(si->si_addr)));
+                   (hak_crash_zero(si->si_addr, ctx) || (hak_crash_explain && hak_crash_explain(si->si_addr, ctx)));
     if (guarded || (fault && ctx && hak_crash_report(sig, si, ctx))) {
         /* the previous disposition gets the re-executed fault */
         if (old->sa_handler == SIG_IGN) hak_crash_set(sig, SIG_DFL);

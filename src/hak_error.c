@@ -94,8 +94,13 @@ void hak_message(const char *fmt, ...) {
     hak_os_write_err(mem, b.n);
 }
 
-/* A misuse: "hakmem: free(): double free of 0x...", then abort(). */
+hak_report_hooks_t hak_report_hooks;   /* hak_internal.h: registered by hak_report.c */
+
+/* A misuse: "hakmem: free(): double free of 0x...; aborting", the rest of
+ * the report (hak_report.c: the block, the stacks, the next step), then
+ * abort(). */
 void hak_fatal(const char *op, const char *what, const void *p) {
     hak_message("hakmem: %s: %s %p; aborting\n", op, what, p);
+    if (hak_report_hooks.misuse) hak_report_hooks.misuse(op, p);
     abort();
 }

@@ -274,6 +274,31 @@ hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak
     return (hak_block_t *)block;
 }
 
+/* What a report says of p (hak_internal.h): read without a lock and
+ * without checks that could abort, from fields that may be changing. */
+bool hak_block_info(const void *p, hak_block_info_t *o) {
+    static const char *const kinds[] = { "small", "medium", "medium", "medium", "large", "huge" };
+    memset(o, 0, sizeof *o);
+    hak_segment_t *seg = hak_segment_of_checked(p);
+    if (!seg) return false;
+    o->kind = seg->kind <= HAK_PAGE_HUGE ? kinds[seg->kind] : "?";
+    hak_page_t *page = seg->kind == HAK_PAGE_HUGE ? &seg->pages[0] : hak_page_of(seg, p);
+    if (page == &seg->pages[0] && seg->first_page) { o->header = true; return true; }
+    if (!page->in_use) { o->released = true; return true; }
+    if (HAK_RELAXED(page->flags) & HAK_PAGE_IS_HUGE) {
+        o->block = page->start;
+        o->size = page->area;
+        return true;
+    }
+    size_t off = (uintptr_t)p - (uintptr_t)page->start, bs = page->block_size;
+    if ((uintptr_t)p < (uintptr_t)page->start || bs == 0 || off >= page->area) return true;
+    o->size = bs;
+    o->cls = page->class_idx;
+    o->block = page->start + off / bs * bs;
+    if (hak_page_has_canary(page)) o->asked = page->large_req[hak_large_index(page, o->block)];
+    return true;
+}
+
 /* Everything the quick check does not pass: NULL, foreign (glibc's) blocks,
  * huge blocks, aligned blocks, and every misuse. */
 static HAK_NOINLINE void hak_free_checked(void *p) {

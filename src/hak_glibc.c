@@ -9,8 +9,9 @@
 
 /* Return every purgeable byte: this thread's free pages (and its heap's
  * empty segments), exited threads' heaps, the free page slots of every other
- * thread's heap -- live ones too, under their slot locks -- and both
- * process-wide caches (segments and huge blocks). */
+ * thread's heap -- live ones too, under their slot locks -- both
+ * process-wide caches (segments and huge blocks) and the freed slots of
+ * guarded sampling. */
 HAK_EXPORT int hakmem_collect(void) {
     uint64_t before = atomic_load_explicit(&hak_counters.madvise_calls, memory_order_relaxed) +
                       atomic_load_explicit(&hak_counters.munmap_calls, memory_order_relaxed);
@@ -19,6 +20,7 @@ HAK_EXPORT int hakmem_collect(void) {
     hak_sweep_abandoned(true);
     hak_purge_all_heaps();
     hak_cache_trim();
+    hak_guard_trim();
     uint64_t after = atomic_load_explicit(&hak_counters.madvise_calls, memory_order_relaxed) +
                      atomic_load_explicit(&hak_counters.munmap_calls, memory_order_relaxed);
     return after != before;

@@ -1,7 +1,8 @@
-/* hak_guard.c -- guarded sampling (HAKMEM_GUARD_SAMPLE): about one
- * allocation per N bytes gets a slot of its own in a reserved region, placed
- * so that the block ends where a no-access page begins.  docs/security.md,
- * "Guarded sampling", says what it catches; docs/design.md why it is built so.
+/* hak_guard.c -- guarded sampling (HAKMEM_GUARD_SAMPLE, on by default): about
+ * one allocation per N bytes gets a slot of its own in a reserved region,
+ * placed so that the block ends where a no-access page begins.
+ * docs/security.md, "Guarded sampling", says what it catches and what it
+ * costs; docs/design.md why it is built so.
  *
  *  - The countdown of heap profiles decides (hak_profile.c, hak_sample_due):
  *    hak_profile_malloc asks hak_guard_alloc for the block, with the stack
@@ -9,26 +10,43 @@
  *  - One reservation (PROT_NONE) of HAK_GUARD_SLOTS slots, each a guard page
  *    and HAK_GUARD_PAGES data pages; the last slot is followed by one more
  *    guard page.  A block takes the pages from its start to its slot's end,
- *    made RW with one mmap (fresh zeroed pages); its start is the slot's end
- *    minus the size, rounded down to the alignment (16 at least).  The rest
- *    of the slot stays no-access: an overflow faults at once, an underflow
- *    past the block's first page too; the HAK_GUARD_WINDOW bytes before the
- *    block (fewer at its page's start) and the rounding after it hold a
- *    pattern checked at free (a whole page of it cost 5,000 instructions a
- *    block, callgrind; the window about 200).
- *  - free maps the pages no-access again (memory back to the OS) and puts
- *    the slot at the tail of a FIFO of free slots; allocation takes the head,
- *    and only while more than HAK_GUARD_QUARANTINE slots are free, so a freed
- *    slot stays no-access for at least that many guarded frees -- usually
- *    far longer.  Mappings: at most two more per live block.
+ *    made accessible with one mprotect; its start is the slot's end minus
+ *    the size, rounded down to the alignment (16 at least).  The rest of the
+ *    slot stays no-access: an overflow faults at once, an underflow past the
+ *    block's first page too; the HAK_GUARD_WINDOW bytes before the block
+ *    (fewer at its page's start) and the rounding after it hold a pattern
+ *    checked at free (a whole page of it cost 5,000 instructions a block,
+ *    callgrind; the window about 200).
+ *  - The slots are a pool kept mapped: free makes the block's pages
+ *    no-access again with one mprotect, their memory kept, and puts the
+ *    slot at the tail of a FIFO of freed slots.  Allocation takes the
+ *    oldest freed slot once more than HAK_GUARD_QUARANTINE are freed (a
+ *    freed slot stays no-access for at least that many guarded frees), else
+ *    a slot never used yet, else none.  So a guarded block costs two
+ *    mprotect calls: no mmap or munmap, no page fault and no page zeroed by
+ *    the kernel once its slot was used before (the block is zeroed here),
+ *    and only the second takes access away (the TLB shootdown: making
+ *    pages accessible needs none).  Before the pool (docs/design.md,
+ *    "Guarded sampling's pool"): a fresh mapping over the slot at
+ *    allocation and another at free, 13 us of CPU a block against 7 now.
+ *    The memory kept is that of the slots in use or freed since: at most
+ *    the live guarded blocks plus HAK_GUARD_QUARANTINE + 1 slots (4 KiB
+ *    each for a block up to 4 KiB); malloc_trim(0) gives it back
+ *    (hak_guard_trim).  Taking access away in batches was measured too
+ *    (16 freed slots, adjacent, one mprotect): 10 % less CPU a block, but
+ *    a freed block could be read without a fault until its batch; not done.
  *  - Each slot keeps its block's address, size and the allocation's and the
  *    free's stacks (hak_unwind), which the SIGSEGV handler prints (through
- *    hak_crash_explain, hak_crash.c: no lock, no allocation).
+ *    hak_crash_explain, hak_crash.c: no lock, no allocation) with the stack
+ *    of the faulting access (hak_report_fault_stack, from the signal's
+ *    context), and a report of misuse of the block (hak_report.c, through
+ *    hak_guard_report).
  *  - free, malloc_usable_size and a sized delete reach this file through
  *    hak_guard_hooks (hak_free.c): the region map does not know the region,
  *    so a guarded block's free fails the fast path's first test, and the
  *    complete check asks here before it tries glibc. */
 #include "hak_internal.h"
+#include "hak_hardened.h"   /* hak_os_guard, hak_os_unguard */
 #include <pthread.h>
 
 #define HAK_GUARD_SLOTS      512    /* blocks live or quarantined at once */
@@ -43,6 +61,8 @@ enum { HAK_SLOT_UNUSED, HAK_SLOT_LIVE, HAK_SLOT_FREED };
 typedef struct hak_guard_slot_s {
     _Atomic uint8_t state;
     uint8_t alloc_depth, free_depth;
+    bool resident;                  /* its pages may hold memory (under the lock) */
+    size_t dirty;                   /* bytes at its data's end counted resident (bytes_clean less them) */
     uintptr_t ptr;
     size_t size;
     long alloc_tid, free_tid;
@@ -50,17 +70,24 @@ typedef struct hak_guard_slot_s {
 } hak_guard_slot_t;
 
 static hak_guard_slot_t hak_guard_slots[HAK_GUARD_SLOTS];
-static uint16_t hak_guard_ring[HAK_GUARD_SLOTS];   /* free slots, oldest first */
+static uint16_t hak_guard_ring[HAK_GUARD_SLOTS];   /* freed slots, oldest first */
 static unsigned hak_guard_head, hak_guard_count;
+static unsigned hak_guard_fresh;                   /* slots never used: [fresh, HAK_GUARD_SLOTS) */
 static uintptr_t hak_guard_base, hak_guard_end;   /* the reservation; 0: none yet */
 static size_t hak_guard_page, hak_guard_stride;
 static bool hak_guard_failed;                      /* the reservation failed: guarding is off */
 static uintptr_t hak_guard_skip_lo, hak_guard_skip_hi;   /* frames left out of a free's stack */
 static pthread_mutex_t hak_guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static HAK_TLS long hak_guard_tid;                 /* this thread's id (gettid is a system call) */
 
 static bool hak_guard_free_hook(void *p);
 static bool hak_guard_usable_hook(const void *p, const char *op, size_t *n);
-static bool hak_guard_explain(const void *addr);
+static bool hak_guard_explain(const void *addr, const void *ctx);
+
+static long hak_guard_thread(void) {
+    if (hak_unlikely(!hak_guard_tid)) hak_guard_tid = hak_os_gettid();
+    return hak_guard_tid;
+}
 
 bool hak_guard_owns(const void *p) {
     uintptr_t a = (uintptr_t)p;
@@ -88,7 +115,10 @@ bool hak_guard_region(uintptr_t *base, size_t *size, uint64_t *live, uint64_t *b
 
 static void hak_guard_prepare(void) { pthread_mutex_lock(&hak_guard_lock); }
 static void hak_guard_parent(void) { pthread_mutex_unlock(&hak_guard_lock); }
-static void hak_guard_child(void) { pthread_mutex_init(&hak_guard_lock, NULL); }
+static void hak_guard_child(void) {
+    pthread_mutex_init(&hak_guard_lock, NULL);
+    hak_guard_tid = 0;   /* the child's one thread has an id of its own */
+}
 
 /* Guarding is on: the hooks of the layers below, before the first guarded
  * block (hak_profile.c, once). */
@@ -116,9 +146,7 @@ static bool hak_guard_reserve(void) {
     }
     hak_guard_page = ps;
     hak_guard_stride = stride;
-    for (unsigned i = 0; i < HAK_GUARD_SLOTS; i++) hak_guard_ring[i] = (uint16_t)i;
-    hak_guard_head = 0;
-    hak_guard_count = HAK_GUARD_SLOTS;
+    hak_guard_head = hak_guard_count = hak_guard_fresh = 0;
     hak_guard_end = (uintptr_t)r + size;
     __atomic_store_n(&hak_guard_base, (uintptr_t)r, __ATOMIC_RELEASE);
     return true;
@@ -131,46 +159,82 @@ static uintptr_t hak_guard_page_of(uintptr_t a) { return a & ~(uintptr_t)(hak_gu
 
 /* A guarded block of size bytes aligned to align, the allocation's stack in
  * frames; NULL if the block cannot be guarded (too large, too aligned, no
- * free slot, no memory): the caller takes an ordinary one.  The pages are
- * fresh, so the block is zeroed (calloc). */
+ * free slot, the kernel refused): the caller takes an ordinary one.  The
+ * block is zeroed (calloc). */
 void *hak_guard_alloc(size_t size, size_t align, void *const *frames, unsigned depth) {
     if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
     size_t want = size ? size : 1;
     pthread_mutex_lock(&hak_guard_lock);
-    if (!hak_guard_reserve() || want > HAK_GUARD_PAGES * hak_guard_page || align > hak_guard_page ||
-        hak_guard_count <= HAK_GUARD_QUARANTINE) {
+    if (!hak_guard_reserve() || want > HAK_GUARD_PAGES * hak_guard_page || align > hak_guard_page) {
         pthread_mutex_unlock(&hak_guard_lock);
         return NULL;
     }
-    unsigned i = hak_guard_ring[hak_guard_head];
+    /* the oldest freed slot past the quarantine, else a fresh one */
+    bool recycled = hak_guard_count > HAK_GUARD_QUARANTINE;
+    if (!recycled && hak_guard_fresh == HAK_GUARD_SLOTS) {
+        pthread_mutex_unlock(&hak_guard_lock);
+        return NULL;
+    }
+    unsigned i = recycled ? hak_guard_ring[hak_guard_head] : hak_guard_fresh;
     uintptr_t end = hak_guard_data_end(i);
     uintptr_t p = (end - want) & ~(uintptr_t)(align - 1), first = hak_guard_page_of(p);
-    if (end - first > HAK_GUARD_PAGES * hak_guard_page || !hak_os_commit((void *)first, end - first)) {
+    if (end - first > HAK_GUARD_PAGES * hak_guard_page || !hak_os_unguard((void *)first, end - first)) {
         pthread_mutex_unlock(&hak_guard_lock);
         return NULL;
     }
-    hak_count_clean(-(int64_t)(end - first));
-    hak_guard_head = (hak_guard_head + 1) % HAK_GUARD_SLOTS;
-    hak_guard_count--;
+    if (recycled) {
+        hak_guard_head = (hak_guard_head + 1) % HAK_GUARD_SLOTS;
+        hak_guard_count--;
+    } else {
+        hak_guard_fresh++;
+    }
     hak_guard_slot_t *s = &hak_guard_slots[i];
+    /* the memory account (bytes_clean): the pages this block touches, less
+     * those the slot already holds (a recycled slot keeps its memory) */
+    if (end - first > s->dirty) {
+        hak_count_clean(-(int64_t)(end - first - s->dirty));
+        s->dirty = end - first;
+    }
     s->ptr = p;
     s->size = size;
-    s->alloc_tid = hak_os_gettid();
+    s->alloc_tid = hak_guard_thread();
     s->alloc_depth = (uint8_t)(depth < HAK_GUARD_DEPTH ? depth : HAK_GUARD_DEPTH);
     memcpy(s->alloc_frames, frames, s->alloc_depth * sizeof(void *));
     s->free_depth = 0;
     s->free_tid = 0;
+    s->resident = true;
     atomic_store_explicit(&s->state, HAK_SLOT_LIVE, memory_order_release);
     pthread_mutex_unlock(&hak_guard_lock);
+    /* the pages keep an earlier block's bytes: zero, the pattern, zero,
+     * the pattern */
     uintptr_t head = p - first < HAK_GUARD_WINDOW ? first : p - HAK_GUARD_WINDOW;
+    memset((void *)first, 0, head - first);
     memset((void *)head, HAK_GUARD_PATTERN, p - head);
+    memset((void *)p, 0, size);
     memset((void *)(p + size), HAK_GUARD_PATTERN, end - p - size);
     return (void *)p;
 }
 
+/* malloc_trim(0): the memory of the freed slots goes back (the slots stay
+ * no-access). */
+void hak_guard_trim(void) {
+    if (!__atomic_load_n(&hak_guard_base, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&hak_guard_lock);
+    for (unsigned k = 0; k < hak_guard_count; k++) {
+        hak_guard_slot_t *s = &hak_guard_slots[hak_guard_ring[(hak_guard_head + k) % HAK_GUARD_SLOTS]];
+        if (!s->resident) continue;
+        size_t n = HAK_GUARD_PAGES * hak_guard_page;
+        hak_os_purge((void *)(hak_guard_data_end((unsigned)(s - hak_guard_slots)) - n), n);
+        hak_count_clean((int64_t)s->dirty);
+        s->dirty = 0;
+        s->resident = false;
+    }
+    pthread_mutex_unlock(&hak_guard_lock);
+}
+
 /* ---- free, usable size ---- */
 
-static void hak_guard_print_block(const char *what, const hak_guard_slot_t *s, uintptr_t addr);
+static void hak_guard_print_what(const char *what, const hak_guard_slot_t *s, uintptr_t addr);
 
 /* The slot of a live block p (op names the operation in a report of misuse). */
 static hak_guard_slot_t *hak_guard_live(const void *p, const char *op) {
@@ -179,7 +243,7 @@ static hak_guard_slot_t *hak_guard_live(const void *p, const char *op) {
     hak_guard_slot_t *s = i < HAK_GUARD_SLOTS ? &hak_guard_slots[i] : NULL;
     uint8_t state = s ? atomic_load_explicit(&s->state, memory_order_acquire) : HAK_SLOT_UNUSED;
     if (state == HAK_SLOT_FREED && s->ptr == a) {
-        hak_guard_print_block("double free", s, a);
+        hak_guard_print_what("double free", s, a);
         hak_fatal(op, "double free of a guarded block", p);
     }
     if (state != HAK_SLOT_LIVE || s->ptr != a) hak_fatal(op, "invalid pointer (in the guarded region, not a live block)", p);
@@ -216,17 +280,16 @@ static bool hak_guard_free_hook(void *p) {
     }
     memcpy(s->free_frames, frames, depth * sizeof(void *));
     s->free_depth = (uint8_t)depth;
-    s->free_tid = hak_os_gettid();
+    s->free_tid = hak_guard_thread();
     atomic_store_explicit(&s->state, HAK_SLOT_FREED, memory_order_release);
     pthread_mutex_unlock(&hak_guard_lock);
     if (under || over) {
-        hak_guard_print_block(over ? "heap overflow (found at free)" : "heap underflow (found at free)", s,
-                              over ? over : under);
+        hak_guard_print_what(over ? "heap overflow (found at free)" : "heap underflow (found at free)", s,
+                             over ? over : under);
         hak_fatal("free()", over ? "heap overflow: the bytes after a guarded block were overwritten"
                                  : "heap underflow: the bytes before a guarded block were overwritten", p);
     }
-    hak_os_decommit((void *)first, end - first);   /* no-access from now on */
-    hak_count_clean((int64_t)(end - first));
+    hak_os_guard((void *)first, end - first);   /* no-access from now on, the memory kept */
     pthread_mutex_lock(&hak_guard_lock);
     hak_guard_ring[(hak_guard_head + hak_guard_count) % HAK_GUARD_SLOTS] = (uint16_t)(s - hak_guard_slots);
     hak_guard_count++;
@@ -249,20 +312,49 @@ static void hak_guard_print_stack(const char *what, long tid, void *const *frame
     hak_crash_print_frames(frames, depth);
 }
 
-static void hak_guard_print_block(const char *what, const hak_guard_slot_t *s, uintptr_t addr) {
+static void hak_guard_print_what(const char *what, const hak_guard_slot_t *s, uintptr_t addr) {
     hak_message("hakmem: %s at address %p: guarded block %p of %zu bytes (guarded sampling)\n",
                 what, (void *)addr, (void *)s->ptr, s->size);
+}
+
+static void hak_guard_print_stacks(const hak_guard_slot_t *s) {
     hak_guard_print_stack("allocated", s->alloc_tid, s->alloc_frames, s->alloc_depth);
     if (atomic_load_explicit(&s->state, memory_order_acquire) == HAK_SLOT_FREED)
         hak_guard_print_stack("freed", s->free_tid, s->free_frames, s->free_depth);
+}
+
+/* The slot whose data pages hold a, or NULL */
+static const hak_guard_slot_t *hak_guard_slot_at(uintptr_t a) {
+    uintptr_t rel = a - hak_guard_base;
+    unsigned i = (unsigned)(rel / hak_guard_stride);
+    if (i >= HAK_GUARD_SLOTS || rel % hak_guard_stride < hak_guard_page) return NULL;
+    return &hak_guard_slots[i];
+}
+
+/* A report of misuse (hak_report.c): the block, or its stacks. */
+bool hak_guard_report(const void *p, int part) {
+    if (!hak_guard_owns(p)) return false;
+    const hak_guard_slot_t *s = hak_guard_slot_at((uintptr_t)p);
+    uint8_t state = s ? atomic_load_explicit(&s->state, memory_order_acquire) : HAK_SLOT_UNUSED;
+    if (state == HAK_SLOT_UNUSED) {
+        if (part == 0) hak_message("hakmem: the block: none: %p is in the guarded region, in no block\n", p);
+        return true;
+    }
+    if (part == 0)
+        hak_message("hakmem: the block: guarded block %p of %zu bytes (guarded sampling), %s%s\n", (void *)s->ptr,
+                    s->size, state == HAK_SLOT_FREED ? "freed" : "live",
+                    (uintptr_t)p == s->ptr ? "" : "; the pointer is inside its slot");
+    else hak_guard_print_stacks(s);
+    return true;
 }
 
 /* A fault at addr: if it lies in the guarded region, say what happened and
  * return true.  An address in a guard page is an overflow of the block
  * before it (if that slot holds a block), else an underflow of the block
  * after it; in a slot's data pages, an underflow of its live block or a use
- * after free of its freed one. */
-static bool hak_guard_explain(const void *addr) {
+ * after free of its freed one.  Then the stack of the faulting access (ctx,
+ * the signal's context), and the block's. */
+static bool hak_guard_explain(const void *addr, const void *ctx) {
     if (!hak_guard_owns(addr)) return false;
     uintptr_t a = (uintptr_t)addr, rel = a - hak_guard_base;
     unsigned i = (unsigned)(rel / hak_guard_stride);
@@ -277,7 +369,10 @@ static bool hak_guard_explain(const void *addr) {
         what = s->state == HAK_SLOT_FREED ? "use after free" : "heap underflow";
     }
     hak_message("hakmem: SIGSEGV in the guarded region: %s\n", what);
-    if (s) hak_guard_print_block(what, s, a);
+    if (s) hak_guard_print_what(what, s, a);
     else hak_message("hakmem: fault address %p\n", addr);
+    if (ctx) hak_report_fault_stack(ctx);
+    if (s) hak_guard_print_stacks(s);
+    hak_report_next(s != NULL);
     return true;
 }

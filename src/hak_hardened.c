@@ -241,24 +241,24 @@ static size_t hak_h_foreign_words(const uint64_t *w, size_t from, size_t to, con
  * The pop read that line already, so this reads no memory the program has
  * not touched.  The only non-zero words it accepts are free-list words
  * that blocks of an earlier class of the page left (hak_h_free_words). */
-static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end) {
+static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end, const char *op) {
     const uint64_t *w = (const uint64_t *)p;
     size_t i = hak_h_foreign_words(w, 2, end / 8, p);   /* (slots are multiples of 16 bytes) */
     if (i < end / 8) {
-        hak_message("hakmem: malloc(): block %p: bytes at offset %zu changed after free (words %p %p)\n",
-                    p, i * 8, (void *)w[i], (void *)w[i + 1]);
-        hak_fatal("malloc()", "write after free detected in the block it would return", p);
+        hak_message("hakmem: %s: block %p: bytes at offset %zu changed after free (words %p %p)\n",
+                    op, p, i * 8, (void *)w[i], (void *)w[i + 1]);
+        hak_fatal(op, "write after free detected in the block it would return", p);
     }
     memset((uint8_t *)p + 16, 0, end - 16);    /* (no metadata word is handed out) */
 }
-HAK_INLINE void hak_h_check_reused(void *p, size_t slot) {
+HAK_INLINE void hak_h_check_reused(void *p, size_t slot, const char *op) {
     if (slot <= 16) return;
     size_t end = slot < 64 ? slot : 64;         /* 32, 48 or 64 */
     const hak_v2_t *v = (const hak_v2_t *)p;
     hak_v2_t acc = v[1];
     if (end == 64) acc |= v[2] | v[3];
     else if (end == 48) acc |= v[2];
-    if (hak_unlikely((acc[0] | acc[1]) != 0)) hak_h_check_reused_slow(p, end);
+    if (hak_unlikely((acc[0] | acc[1]) != 0)) hak_h_check_reused_slow(p, end, op);
 }
 
 /* An underflow of any other block reaches the previous slot's last word:
@@ -326,9 +326,13 @@ static inline unsigned hak_q_random(hak_quarantine_t *q) {
     return (unsigned)(((x >> 32) * q->count) >> 32);
 }
 
-/* A quarantined block must still be zero, with its freed mark. */
-static HAK_COLD HAK_NOINLINE void hak_q_written(void *p) {
-    hak_fatal("free()", "write after free detected in the freed block", p);
+/* A quarantined block must still be zero, with its freed mark.  op: the
+ * call whose check found it -- a free that made room in the quarantine
+ * (probe false), an allocation's probe, a thread's exit. */
+static HAK_COLD HAK_NOINLINE void hak_q_written(void *p, const char *op, bool probe) {
+    hak_fatal(op, probe ? "write after free detected in a quarantined block (by this allocation's probe of "
+                          "the quarantine) at"
+                        : "write after free detected in a quarantined block (as it left the quarantine) at", p);
 }
 /* Not quite: free zeroed the block only to its canary's end, so the rest
  * may hold free-list words that blocks of an earlier class of the page left
@@ -336,22 +340,22 @@ static HAK_COLD HAK_NOINLINE void hak_q_written(void *p) {
  * the last word before the trailer a link alone, its key word under the
  * trailer).  They are cleared; any other byte not zero is a write after
  * free -- or an overflow that jumped the canary into the slot's rest. */
-static HAK_COLD HAK_NOINLINE void hak_q_check_slow(void *p, size_t slot, uint64_t freed) {
+static HAK_COLD HAK_NOINLINE void hak_q_check_slow(void *p, size_t slot, uint64_t freed, const char *op) {
     uint64_t *w = (uint64_t *)p;
     size_t last = slot / 8 - 2;                 /* the word before the trailer */
-    if (w[last + 1] != freed || w[0] != 0 || (last >= 2 && w[1] != 0)) hak_q_written(p);
+    if (w[last + 1] != freed || w[0] != 0 || (last >= 2 && w[1] != 0)) hak_q_written(p, op, false);
     size_t i = hak_h_foreign_words(w, 2, last, p);
     if (i < last) {
-        hak_message("hakmem: free(): quarantined block %p: bytes at offset %zu changed after free, "
+        hak_message("hakmem: %s: quarantined block %p: bytes at offset %zu changed after free, "
                     "or an overflow ran past the canary (words %p %p)\n",
-                    p, i * 8, (void *)w[i], (void *)w[i + 1]);
-        hak_q_written(p);
+                    op, p, i * 8, (void *)w[i], (void *)w[i + 1]);
+        hak_q_written(p, op, false);
     }
-    if (!hak_h_free_link(w[last], p)) hak_q_written(p);
+    if (!hak_h_free_link(w[last], p)) hak_q_written(p, op, false);
     if (last >= 2) memset(w + 2, 0, (last - 1) * 8);   /* [16, slot - 8) */
 }
-HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t freed) {
-    if (hak_unlikely(!hak_h_cleared(p, slot, freed))) hak_q_check_slow(p, slot, freed);
+HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t freed, const char *op) {
+    if (hak_unlikely(!hak_h_cleared(p, slot, freed))) hak_q_check_slow(p, slot, freed, op);
 }
 
 /* A block leaves: checked whole (the free zeroed it: any byte not zero is
@@ -362,8 +366,8 @@ HAK_INLINE void hak_q_check(void *p, size_t slot, uint64_t freed) {
  * line, which its pop read already (hak_h_check_reused) -- never memory the
  * program has not touched yet (a read maps the kernel's zero page, and the
  * program's first write then costs a second fault and a TLB shootdown). */
-HAK_INLINE void hak_q_release(void *p, size_t slot, uint64_t freed) {
-    hak_q_check(p, slot, freed);
+HAK_INLINE void hak_q_release(void *p, size_t slot, uint64_t freed, const char *op) {
+    hak_q_check(p, slot, freed, op);
     *hak_h_trailer(p, slot) = 0;
     hak_free_inline(p);
 }
@@ -372,7 +376,7 @@ HAK_INLINE void hak_q_evict(hak_quarantine_t *q, unsigned i) {
     size_t slot = q->e[i].slot;
     q->e[i] = q->e[--q->count];
     q->bytes -= slot;
-    hak_q_release(p, slot, hak_h_keys().freed);
+    hak_q_release(p, slot, hak_h_keys().freed, "thread exit");
 }
 
 static void hak_q_lock_take(void) {
@@ -414,10 +418,10 @@ static HAK_NOINLINE hak_quarantine_t *hak_q_make(void) {
 
 /* Put a zeroed, marked block into the quarantine; without one (a thread
  * past its exit handler, no memory) it goes back at once. */
-static void hak_q_put(void *p, size_t slot, uint64_t freed) {
+static void hak_q_put(void *p, size_t slot, uint64_t freed, const char *op) {
     hak_quarantine_t *q = hak_q;
     if (!q && (hak_tls_exiting || !(q = hak_q_make()))) {
-        hak_q_release(p, slot, freed);
+        hak_q_release(p, slot, freed, op);
         return;
     }
     /* full: a random entry leaves, and the block takes its place when
@@ -428,7 +432,7 @@ static void hak_q_put(void *p, size_t slot, uint64_t freed) {
         void *old = q->e[i].p;
         size_t old_slot = q->e[i].slot;
         q->bytes -= old_slot;
-        hak_q_release(old, old_slot, freed);
+        hak_q_release(old, old_slot, freed, op);
         if (q->bytes + slot <= HAK_Q_BYTES) break;
         q->e[i] = q->e[--q->count];
         i = q->count;
@@ -441,13 +445,13 @@ static void hak_q_put(void *p, size_t slot, uint64_t freed) {
 
 /* malloc's probe: one quarantined block, its first word (where a dangling
  * pointer's first field is) */
-HAK_INLINE void hak_q_probe(void) {
+HAK_INLINE void hak_q_probe(const char *op) {
     hak_quarantine_t *q = hak_q;
     if (q && q->count) {
         q->probe += 0x9e3779b97f4a7c15u;        /* a Weyl sequence: which block, not when, is what matters */
         unsigned i = (unsigned)(((q->probe >> 32) * q->count) >> 32);
         const uint64_t *w = q->e[i].p;
-        if (hak_unlikely(w[0] != 0)) hak_q_written(q->e[i].p);
+        if (hak_unlikely(w[0] != 0)) hak_q_written(q->e[i].p, op, true);
     }
 }
 
@@ -463,23 +467,23 @@ HAK_INLINE size_t hak_h_slot(const void *p, const char *op) {
 }
 
 /* p, new from the machinery below, in a slot of slot bytes (0: not known
- * yet), becomes a block of n bytes */
-HAK_INLINE void *hak_h_finish(void *p, size_t slot, size_t n, unsigned by) {
+ * yet), becomes a block of n bytes (op names the allocation in reports) */
+HAK_INLINE void *hak_h_finish(void *p, size_t slot, size_t n, unsigned by, const char *op) {
     if (hak_unlikely(!p)) return NULL;
-    if (slot == 0) slot = hak_h_slot(p, "malloc()");
-    hak_h_check_reused(p, slot);
+    if (slot == 0) slot = hak_h_slot(p, op);
+    hak_h_check_reused(p, slot, op);
     /* the free list's link and key: the block is zero whole from here on
      * (the quarantine checked the rest; hak_segment_scrub cleared the
      * words of earlier classes' blocks), so the program never sees a
      * heap address or a key */
     *(hak_va_t *)p = (hak_va_t){ 0, 0 };
     hak_h_keys_t k = hak_h_keys();
-    hak_q_probe();
+    hak_q_probe(op);
     hak_h_seal(p, n, slot, by, k);
     return p;
 }
 
-void *hak_hardened_malloc(size_t n, unsigned by) {
+HAK_INLINE void *hak_h_malloc(size_t n, unsigned by, const char *op) {
     if (hak_unlikely(n > PTRDIFF_MAX)) { errno = ENOMEM; return NULL; }
     if (n == 0) {   /* a block that faults when touched, as in release (hak_zero.c) */
         void *z = hak_zero_alloc(HAK_MIN_ALIGN);
@@ -487,11 +491,14 @@ void *hak_hardened_malloc(size_t n, unsigned by) {
     }
     size_t slot = 0;                            /* (the inline pop's: no lookup) */
     void *p = hak_malloc_sampled_slot(n + 8, &slot);
-    return hak_h_finish(p, slot, n, by);
+    return hak_h_finish(p, slot, n, by, op);
+}
+void *hak_hardened_malloc(size_t n, unsigned by) {
+    return hak_h_malloc(n, by, by == HAK_HARDENED_BY_NEW ? "operator new()" : "malloc()");
 }
 
 void *hak_hardened_calloc(size_t total) {
-    void *p = hak_hardened_malloc(total, HAK_HARDENED_BY_MALLOC);
+    void *p = hak_h_malloc(total, HAK_HARDENED_BY_MALLOC, "calloc()");
     if (p) memset(p, 0, total);
     return p;
 }
@@ -504,7 +511,7 @@ void *hak_hardened_aligned(size_t n, size_t align, bool zero, unsigned by) {
         if (z) return z;
     }
     void *p = HAK_SAMPLED(n + 8) ? hak_profile_malloc(n + 8, align, zero) : hak_aligned_plain(n + 8, align, zero);
-    return hak_h_finish(p, 0, n, by);
+    return hak_h_finish(p, 0, n, by, by == HAK_HARDENED_BY_NEW ? "operator new()" : "aligned allocation");
 }
 
 void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by_new) {
@@ -545,7 +552,7 @@ void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by
      * (hak_h_canary) */
     hak_h_clear(p, b.n + 16 < slot - 8 ? b.n + 16 : slot - 8);
     *hak_h_trailer(p, slot) = k.freed;
-    hak_q_put(p, slot, k.freed);
+    hak_q_put(p, slot, k.freed, op);
 }
 
 /* For the checked copies (hak_memcheck.c): the program's bytes in the slot
@@ -596,7 +603,7 @@ size_t hak_hardened_usable(const void *p) {
 /* Kept in place when the new size fits the slot and uses at least half of
  * it; else a new block, the copy, the old block's free. */
 void *hak_hardened_realloc(void *p, size_t n) {
-    if (p == NULL) return hak_hardened_malloc(n, HAK_HARDENED_BY_MALLOC);
+    if (p == NULL) return hak_h_malloc(n, HAK_HARDENED_BY_MALLOC, "realloc()");
     if (n == 0) { hak_hardened_free(p, "realloc()", false, 0, false); return NULL; }   /* as glibc */
     size_t slot = hak_h_slot(p, "realloc()"), old;
     if (slot == 0) {   /* malloc(0)'s, a guarded or a glibc block (moved), or misuse (reported) */
@@ -627,7 +634,7 @@ void *hak_hardened_realloc(void *p, size_t n) {
             return p;
         }
     }
-    void *q = hak_hardened_malloc(n, HAK_HARDENED_BY_MALLOC);
+    void *q = hak_h_malloc(n, HAK_HARDENED_BY_MALLOC, "realloc()");
     if (!q) return NULL;
     memcpy(q, p, old < n ? old : n);
     hak_hardened_free(p, "realloc()", false, 0, false);   /* (slot 0: hak_free_inline's) */

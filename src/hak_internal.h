@@ -189,16 +189,36 @@ HAK_INLINE uintptr_t hak_aligned_unmark(uintptr_t mark, const hak_page_t *page) 
 }
 
 /* ---- errors and messages (hak_error.c) ---- */
+/* A misuse: "hakmem: OP: WHAT P; aborting", then what the report hooks add
+ * (the block, the stacks, the next step), then abort(). */
 __attribute__((noreturn, cold)) void hak_fatal(const char *op, const char *what, const void *p);
 void hak_message(const char *fmt, ...);         /* "hakmem: ..." to stderr, no malloc */
 size_t hak_format(char *buf, size_t cap, const char *fmt, ...);   /* the same formats into buf */
 size_t hak_vformat_to(char *buf, size_t cap, const char *fmt, __builtin_va_list ap);
+/* The rest of a report, from the layer that walks stacks (hak_report.c
+ * registers them at start-up; NULL before).  Both are async-signal-safe,
+ * allocate nothing and end even when the walk fails.
+ *   misuse: after hak_fatal's first line: the block p points to or into,
+ *           the stack of op's call, the block's allocation stack when it
+ *           was sampled or guarded, the next step;
+ *   fault:  after a fault's first lines (hak_crash.c): the stack of the
+ *           faulting access from the signal's context ctx, the next step
+ *           (in_allocator: the fault came from hakmem's code). */
+typedef struct hak_report_hooks_s {
+    void (*misuse)(const char *op, const void *p);
+    void (*fault)(const void *ctx, bool in_allocator);
+} hak_report_hooks_t;
+extern hak_report_hooks_t hak_report_hooks;
 
 void hak_crash_install(void);                  /* hak_crash.c */
 /* The crash report's hook: guarded sampling (hak_guard.c) registers a
- * function that explains a fault at an address of its region (true: it did);
- * async-signal-safe. */
-extern bool (*hak_crash_explain)(const void *addr);
+ * function that explains a fault at an address of its region (true: it did),
+ * ctx the signal's context (ucontext_t); async-signal-safe. */
+extern bool (*hak_crash_explain)(const void *addr, const void *ctx);
+/* A report's stack walk sets it to its sigjmp_buf (hak_report.c): a fault
+ * while it is set jumps there instead of being reported (a stack the walk
+ * misread), and clears it. */
+extern HAK_TLS void *hak_crash_walk_jmp;
 /* The region of malloc(0)'s blocks (hak_zero.c tells it once reserved): a
  * fault there is reported as a touch of a zero-size block. */
 void hak_crash_zero_region(uintptr_t base, size_t size);
@@ -206,6 +226,10 @@ void hak_crash_zero_region(uintptr_t base, size_t size);
  * symbols), file and offset (/proc/self/maps), one line each on stderr;
  * async-signal-safe. */
 void hak_crash_print_frames(void *const *frames, unsigned n);
+/* The same, the first frame an exact address (a fault's pc) rather than a
+ * return address; each line shows the file and the address in it that
+ * addr2line -e FILE ADDRESS takes. */
+void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact);
 /* hakmem's executable segment; true if all of it is hakmem's (the shared
  * library), false if hakmem is linked into the program. */
 bool hak_self_text(uintptr_t *lo, uintptr_t *hi);
@@ -372,6 +396,17 @@ HAK_INLINE bool hak_block_is_free(hak_segment_t *seg, hak_page_t *page, const ha
 void hak_segmap_set(const void *p, uint16_t v);
 size_t hak_segmap_next(size_t i);   /* the first index >= i with an entry, or HAK_SEGMAP_ENTRIES */
 hak_segment_t *hak_segment_of_checked(const void *p); /* NULL if not ours */
+/* What a report says of the block p points to or into (hak_free.c): read
+ * without a lock from any p; false if p is in no segment of hakmem's. */
+typedef struct hak_block_info_s {
+    const char *kind;      /* "small", "medium", "large" or "huge" */
+    const void *block;     /* the block's start; NULL: p is in no block */
+    size_t size;           /* its size class's bytes (huge: its bytes) */
+    size_t asked;          /* a large block's size as allocated; 0 unknown */
+    unsigned cls;          /* its size class */
+    bool header, released; /* p is in a segment's header; in a page that holds no blocks */
+} hak_block_info_t;
+bool hak_block_info(const void *p, hak_block_info_t *out);
 
 /* ---- segments (hak_segment.c; purging and the caches: hak_purge.c, hak_purge.h) ---- */
 hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls);
@@ -710,10 +745,31 @@ void *hak_guard_alloc(size_t size, size_t align, void *const *frames, unsigned d
 bool  hak_guard_owns(const void *p);            /* p lies in the guarded region */
 /* the region, its live blocks and their bytes (the memory account); false: none */
 bool  hak_guard_region(uintptr_t *base, size_t *size, uint64_t *live, uint64_t *blocks);
+void  hak_guard_trim(void);                     /* malloc_trim: the freed slots' memory goes back */
 
 /* The calling stack's return addresses, leading ones in [lo, hi) left out;
  * -1: not walkable by the cached rules (hak_unwind.c), use libgcc's walk. */
 int   hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi);
+/* A report's stack (hak_unwind.c): from registers pc, sp, bp (pc first), or
+ * with pc 0 the caller's; the cached rules only, no lock; the frames walked
+ * until one the rules do not model. */
+int   hak_unwind_regs(void **frames, unsigned max, uintptr_t pc, uintptr_t sp, uintptr_t bp);
+
+/* ---- misuse reports (hak_report.c) ---- */
+void  hak_report_enable(void);                  /* registers hak_report_hooks (hak_profile.c's constructor) */
+/* The stack of the faulting access from signal context ctx, under "hakmem:
+ * the bad access, by thread T, at:"; async-signal-safe (hak_guard.c) */
+void  hak_report_fault_stack(const void *ctx);
+/* The next-step line: guarded (the report has the block's stacks) or not */
+void  hak_report_next(bool guarded);
+/* Guarded sampling's part of a report on p (hak_guard.c): false if p is not
+ * in the guarded region; else part 0 prints the block, part 1 its
+ * allocation's and free's stacks. */
+bool  hak_guard_report(const void *p, int part);
+/* A heap profile's sample at p: its allocation stack in frames (at most
+ * max), its depth in *depth, its size in *size; false if p is no sample or
+ * the table is busy (hak_profile.c; never waits) */
+bool  hak_profile_sample_of(const void *p, void **frames, unsigned max, unsigned *depth, size_t *size);
 /* libgcc's unwinder, looked up at start-up only when heap profiles are on
  * (hak_unwind_load: libgcc_s is no link dependency, so a program that takes
  * no profile does not map it; returns why it failed, or NULL); the

@@ -13,6 +13,11 @@
  * hakmem_conf in place, and messages go through hak_message. */
 #include "hak_hardened.h"   /* HAK_HARDENED_ENABLED */
 
+/* Guarded sampling's default rate: one guarded block per this many bytes
+ * allocated, in every profile (docs/security.md, "Guarded sampling": what
+ * it costs and what it catches). */
+#define HAK_GUARD_DEFAULT (64L << 20)
+
 hak_options_t hak_opt;   /* filled from the table by hak_options_init(), before any heap exists */
 
 /* A program's defaults (include/hakmem.h): "name=value,name=value".  A weak
@@ -69,8 +74,8 @@ static hak_option_def_t hak_option_table[] = {
       "sample about one allocation per N bytes with its stack for heap profiles; 0 off" },
     { "HAKMEM_LEAK_REPORT", &hak_opt.leak_report, {0, 0, 0}, 0, 1, HAK_BOOL,
       "print the stacks of sampled blocks still live at exit (needs HAKMEM_SAMPLE_BYTES)" },
-    { "HAKMEM_GUARD_SAMPLE", &hak_opt.guard_sample, {0, 0, 0}, 0, 1L << 40, HAK_BYTES,
-      "put about one allocation per N bytes (up to 16 KiB) alone on guarded pages: an overflow, underflow or use after free of it faults and is reported with its stacks; 1 every allocation; 0 off" },
+    { "HAKMEM_GUARD_SAMPLE", &hak_opt.guard_sample, {HAK_GUARD_DEFAULT, HAK_GUARD_DEFAULT, HAK_GUARD_DEFAULT}, 0, 1L << 40, HAK_BYTES,
+      "put about one allocation per N bytes (up to 16 KiB) alone on guarded pages: an overflow, underflow or use after free of it faults and is reported with its stacks; 1 every allocation; 0 off (the hardened build: 0)" },
     { "HAKMEM_MEMORY_LIMIT", &hak_opt.memory_limit, {0, 0, 0}, 0, 1L << 60, HAK_BYTES | HAK_CGROUP,
       "soft limit of resident memory: bytes (k, m, g suffixes), or cgroup (its memory.max, read at start-up; shown as -1); above 90% every cached and empty page goes back at once; 0 off" },
 };
@@ -437,10 +442,14 @@ void hak_options_init(void) {
         }
     }
     /* the hardened build puts a trailer at the end of every block's slot
-     * (hak_hardened.c); a guarded block's end is its guard page */
+     * (hak_hardened.c); a guarded block's end is its guard page.  Its
+     * default is 0; a value set (environment or hakmem_conf) is named in a
+     * warning. */
     if (HAK_HARDENED_ENABLED && hak_opt.guard_sample != 0) {
-        hak_message("hakmem: warning: HAKMEM_GUARD_SAMPLE=%ld is not for the hardened build, which checks "
-                    "every block; using 0\n", hak_opt.guard_sample);
+        int g = hak_find("HAKMEM_GUARD_SAMPLE", 19, true);
+        if (g >= 0 && hak_option_source[g] >= HAK_SRC_CONF)
+            hak_message("hakmem: warning: HAKMEM_GUARD_SAMPLE=%ld is not for the hardened build, which checks "
+                        "every block; using 0\n", hak_opt.guard_sample);
         hak_opt.guard_sample = 0;
     }
     errno = saved;

@@ -64,7 +64,8 @@ static __thread int64_t hak_tls_prof_left __attribute__((tls_model("initial-exec
 static __thread int64_t hak_tls_guard_left __attribute__((tls_model("initial-exec")));
 static __thread int64_t hak_tls_armed __attribute__((tls_model("initial-exec")));
 static bool hak_prof_on, hak_guard_on;            /* HAKMEM_SAMPLE_BYTES, HAKMEM_GUARD_SAMPLE > 0 */
-static _Atomic bool hak_prof_ready;               /* the constructor loaded the unwinder */
+static _Atomic bool hak_prof_ready;               /* the constructor ran: sampling may start */
+static bool hak_prof_stacks;                      /* the unwinder is loaded: samples get their stacks */
 
 /* ---- the interval: -ln(U) * N, without libm ---- */
 
@@ -127,7 +128,7 @@ bool hak_unwind_gcc_may_check(void *const *frames, int n);
  * only where hak_unwind allows it (-1, or the debug build's check). */
 HAK_PROF_TEXT unsigned hak_stack_capture(void **frames, unsigned max, uintptr_t lo, uintptr_t hi) {
     if (max > HAK_PROF_DEPTH) max = HAK_PROF_DEPTH;
-    if (!atomic_load_explicit(&hak_prof_ready, memory_order_acquire)) return 0;
+    if (!atomic_load_explicit(&hak_prof_ready, memory_order_acquire) || !hak_prof_stacks) return 0;
     if (lo == hi) { lo = hak_self_lo; hi = hak_self_hi; }
     int n = hak_unwind(frames, max, lo, hi);   /* the cached rules (hak_unwind.c) */
     if (hak_likely(n >= 0) && (!HAK_DEBUG_ENABLED || !hak_unwind_gcc_may_check(frames, n))) return (unsigned)n;
@@ -190,6 +191,26 @@ void hak_profile_free(void *p) {
         link = &s->next;
     }
     pthread_mutex_unlock(&hak_prof_lock);
+}
+
+/* A report of misuse (hak_report.c): sampled block p's allocation stack.
+ * Tries the lock only: the report may come from this thread holding it. */
+bool hak_profile_sample_of(const void *p, void **frames, unsigned max, unsigned *depth, size_t *size) {
+    if (atomic_load_explicit(&hak_prof_state, memory_order_relaxed) != 2 || !hak_prof_on ||
+        pthread_mutex_trylock(&hak_prof_lock) != 0)
+        return false;
+    bool found = false;
+    for (uint32_t i = hak_prof_bucket[hak_prof_hash(p)], n = 0; i && n < HAK_PROF_MAX; i = hak_samples[i - 1].next, n++) {
+        const hak_sample_t *s = &hak_samples[i - 1];
+        if (s->ptr != p) continue;
+        *depth = s->depth < max ? s->depth : max;
+        memcpy(frames, s->frames, *depth * sizeof(void *));
+        *size = s->size;
+        found = true;
+        break;
+    }
+    pthread_mutex_unlock(&hak_prof_lock);
+    return found;
 }
 
 /* realloc kept sampled block p in place: its sample gets the new size. */
@@ -480,6 +501,7 @@ static void hak_prof_find_self(void) {
 /* After hak_heap.c's constructor (101): options are read. */
 __attribute__((constructor(102))) static void hak_profile_constructor(void) {
     hak_prof_decide();
+    hak_report_enable();   /* reports of misuse: the block, the stacks, the next step */
     const char *path = getenv("HAKMEM_PROFILE_AT_EXIT");
     if (!hak_prof_on && ((path && *path) || hak_opt.leak_report))
         hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT and HAKMEM_LEAK_REPORT need HAKMEM_SAMPLE_BYTES > 0; "
@@ -488,11 +510,23 @@ __attribute__((constructor(102))) static void hak_profile_constructor(void) {
     hak_tls_in_prof = true;   /* dlopen and the unwinder's warm-up may allocate */
     const char *why = hak_unwind_load();
     if (why) {
-        hak_tls_in_prof = false;
-        hak_message("hakmem: warning: heap profiles and guarded sampling need libgcc's unwinder (%s); "
-                    "HAKMEM_SAMPLE_BYTES and HAKMEM_GUARD_SAMPLE ignored\n", why);
-        atomic_store(&hak_prof_state, 1);
-        return;
+        /* heap profiles need the stacks; guarded blocks are kept without
+         * them (said only when HAKMEM_GUARD_SAMPLE was set: it is on by
+         * default, also in static programs) */
+        if (hak_prof_on)
+            hak_message("hakmem: warning: heap profiles need libgcc's unwinder (%s); HAKMEM_SAMPLE_BYTES "
+                        "ignored\n", why);
+        if (hak_guard_on && getenv("HAKMEM_GUARD_SAMPLE"))
+            hak_message("hakmem: warning: guarded sampling: no unwinder (%s): guarded blocks are reported "
+                        "without their stacks\n", why);
+        hak_prof_on = false;
+        if (!hak_guard_on) {
+            hak_tls_in_prof = false;
+            atomic_store(&hak_prof_state, 1);
+            return;
+        }
+    } else {
+        hak_prof_stacks = true;
     }
     hak_prof_find_self();
     if (hak_guard_on) hak_guard_enable();   /* its hooks, before the first guarded block */

@@ -585,14 +585,14 @@ static inline uint64_t hak_rule(uintptr_t pc, hak_obj_t *o) {
     return hak_rule_sealed(pc, o, i, r);
 }
 
-/* The return addresses of the calling stack, the leading ones in [lo, hi)
- * (hakmem's hook functions) left out.  A frame this walk does not model
- * ends it: -1 if the caller may take libgcc's walk instead
- * (hak_gcc_may_walk), else the frames walked so far. */
-__attribute__((section("hak_prof_text"), noinline))
-int hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi) {
-    uintptr_t ip, sp, bp;
-    __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
+/* The walk from ip, sp and bp (ip an exact address, the next ones return
+ * addresses), the leading frames in [lo, hi) (hakmem's hook functions) left
+ * out.  A frame this walk does not model ends it: with partial (a report),
+ * the frames walked so far; else -1 if the caller may take libgcc's walk
+ * instead (hak_gcc_may_walk), else the frames walked so far. */
+__attribute__((always_inline)) static inline int hak_unwind_from(void **frames, unsigned max, uintptr_t lo,
+                                                                  uintptr_t hi, uintptr_t ip, uintptr_t sp,
+                                                                  uintptr_t bp, bool partial) {
     unsigned n = 0;
     hak_obj_t found, *obj = &found;   /* the last frame's object */
     found.lo = found.hi = 0;
@@ -619,12 +619,52 @@ int hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi) {
     }
     return (int)n;
 stop:
+    if (partial) return (int)n;
     return hak_gcc_may_walk(n ? (uintptr_t)frames[0] : ip) ? -1 : (int)n;
+}
+
+/* The return addresses of the calling stack, the leading ones in [lo, hi)
+ * (hakmem's hook functions) left out.  A frame this walk does not model
+ * ends it: -1 if the caller may take libgcc's walk instead
+ * (hak_gcc_may_walk), else the frames walked so far. */
+__attribute__((section("hak_prof_text"), noinline))
+int hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi) {
+    uintptr_t ip, sp, bp;
+    __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
+    return hak_unwind_from(frames, max, lo, hi, ip, sp, bp, false);
+}
+
+/* A report's stack (hak_report.c): from pc, sp and bp (a signal's context),
+ * pc first; with pc 0, the caller's, its return address first.  The same
+ * rules and the same lock-free lookup as hak_unwind (_dl_find_object,
+ * async-signal-safe), never libgcc's walk and never dl_iterate_phdr: a
+ * report may come from inside an allocation or a signal handler.  The
+ * frames walked until one the rules do not model (a partial stack); a
+ * frame misread on a corrupt stack faults, and the report catches that
+ * (hak_crash_walk_jmp). */
+__attribute__((noinline))
+int hak_unwind_regs(void **frames, unsigned max, uintptr_t pc, uintptr_t sp, uintptr_t bp) {
+    if (!pc) {
+        uintptr_t ip;
+        __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
+        return hak_unwind_from(frames, max, 0, 0, ip, sp, bp, true);
+    }
+    if (max == 0) return 0;
+    frames[0] = (void *)pc;
+    return 1 + hak_unwind_from(frames + 1, max - 1, 0, 0, pc, sp, bp, true);
 }
 
 #else
 
 /* libgcc's walk where it is safe (hak_unwind_load), else no stack */
 int hak_unwind(void **frames, unsigned max, uintptr_t lo, uintptr_t hi) { return hak_gcc_backtrace ? -1 : 0; }
+/* a report's stack: the faulting pc alone (libgcc's walk is not for
+ * reports: it may take locks) */
+int hak_unwind_regs(void **frames, unsigned max, uintptr_t pc, uintptr_t sp, uintptr_t bp) {
+    (void)sp; (void)bp;
+    if (!pc || max == 0) return 0;
+    frames[0] = (void *)pc;
+    return 1;
+}
 
 #endif

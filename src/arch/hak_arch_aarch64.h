@@ -23,5 +23,6 @@ static inline void hak_arch_compiler_barrier(void) { __asm__ __volatile__("" :::
 #define HAK_ARCH_UC_PC(uc)   ((uintptr_t)(uc)->uc_mcontext.pc)
 #define HAK_ARCH_UC_SP(uc)   ((uintptr_t)(uc)->uc_mcontext.sp)
 #define HAK_ARCH_UC_ARG0(uc) ((uintptr_t)(uc)->uc_mcontext.regs[0])
+#define HAK_ARCH_UC_FP(uc)   ((uintptr_t)(uc)->uc_mcontext.regs[29])   /* the frame pointer: a report's stack walk */
 
 #endif

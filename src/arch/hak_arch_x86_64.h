@@ -20,5 +20,6 @@ static inline void hak_arch_compiler_barrier(void) { __asm__ __volatile__("" :::
 #define HAK_ARCH_UC_PC(uc)   ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RIP])
 #define HAK_ARCH_UC_SP(uc)   ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RSP])
 #define HAK_ARCH_UC_ARG0(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RDI])
+#define HAK_ARCH_UC_FP(uc)   ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RBP])   /* the frame pointer: a report's stack walk */
 
 #endif

@@ -70,10 +70,12 @@ HAK_PROF_ENTRY void *hak_realloc(void *p, size_t size) {
     }
     hak_segment_t *seg = hak_segment_of_checked(p);
     if (hak_unlikely(!seg)) {
-        /* a block the region map does not know always moves: malloc(0)'s
-         * (nothing to copy), a guarded one (its end stays at the guard
-         * page), glibc's (to hakmem); the complete usable-size check and
-         * free tell which it is and report anything else */
+        /* a block the region map does not know moves: malloc(0)'s
+         * (nothing to copy), glibc's (to hakmem), a guarded one unless it
+         * keeps at least half of its size (hak_guard_resize: its end stays
+         * at the guard page, so it cannot grow); the complete usable-size
+         * check and free tell which it is and report anything else */
+        if (hak_guard_resize(p, size)) return p;
         size_t old = hak_usable_op(p, "realloc()");
         void *q = hak_malloc_sampled(size);
         if (!q) return NULL;

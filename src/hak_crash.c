@@ -364,8 +364,8 @@ void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact) {
         }
         close(fd);
     }
-    if (n == 0) hak_message("hakmem:   (no stack: the unwinder is not loaded; it is with HAKMEM_GUARD_SAMPLE or "
-                            "HAKMEM_SAMPLE_BYTES on, in a dynamically linked program)\n");
+    if (n == 0) hak_message("hakmem:   (no stack: hakmem's unwinder is loaded at start-up unless HAKMEM_GUARD_SAMPLE=0 "
+                            "and no heap profile, and not in a fully static program)\n");
     /* each frame's file and its address there (addr2line -e FILE ADDRESS) */
     for (unsigned k = 0; k < n; k++) {
         char name[HAK_NAME_MAX];

@@ -297,6 +297,19 @@ static bool hak_guard_free_hook(void *p) {
     return true;
 }
 
+/* realloc(p, size) of a live guarded block p that keeps it (size at most
+ * its size and at least half of it, as an ordinary block is kept): its
+ * size becomes size, the bytes after it the pattern (an overflow into them
+ * is found at free).  False: not a guarded block, or one that moves. */
+bool hak_guard_resize(void *p, size_t size) {
+    if (!hak_guard_owns(p)) return false;
+    hak_guard_slot_t *s = hak_guard_live(p, "realloc()");
+    if (size > s->size || size < s->size / 2) return false;
+    memset((uint8_t *)p + size, HAK_GUARD_PATTERN, s->size - size);
+    s->size = size;
+    return true;
+}
+
 /* The usable size of guarded block p (its requested size: the bytes after it
  * are the pattern): true; false if p is not in the guarded region. */
 static bool hak_guard_usable_hook(const void *p, const char *op, size_t *n) {

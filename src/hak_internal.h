@@ -746,6 +746,7 @@ bool  hak_guard_owns(const void *p);            /* p lies in the guarded region 
 /* the region, its live blocks and their bytes (the memory account); false: none */
 bool  hak_guard_region(uintptr_t *base, size_t *size, uint64_t *live, uint64_t *blocks);
 void  hak_guard_trim(void);                     /* malloc_trim: the freed slots' memory goes back */
+bool  hak_guard_resize(void *p, size_t size);   /* realloc keeps guarded block p (false: not one, or it moves) */
 
 /* The calling stack's return addresses, leading ones in [lo, hi) left out;
  * -1: not walkable by the cached rules (hak_unwind.c), use libgcc's walk. */

@@ -43,8 +43,8 @@ static uintptr_t hak_report_lo, hak_report_hi;   /* libhakmem.so's code: its fra
 
 /* The stack from signal context ctx (its pc first), or with ctx NULL the
  * caller's; hakmem's own leading frames left out.  A fault in the walk ends
- * it with the frames walked so far. */
-static unsigned hak_report_walk(void **frames, unsigned max, const void *ctx) {
+ * it with the frames walked so far (*faulted says so). */
+static unsigned hak_report_walk(void **frames, unsigned max, const void *ctx, bool *faulted) {
     for (unsigned i = 0; i < max; i++) frames[i] = NULL;
     sigjmp_buf env;
     void *outer = hak_crash_walk_jmp;
@@ -60,14 +60,26 @@ static unsigned hak_report_walk(void **frames, unsigned max, const void *ctx) {
     }
     hak_crash_walk_jmp = outer;
     unsigned got = 0;
+    *faulted = n < 0;
     if (n >= 0) got = (unsigned)n;
-    else while (got < max && frames[got]) got++;   /* the walk faulted */
+    else while (got < max && frames[got]) got++;
     unsigned skip = 0;
     if (!ctx)
         while (skip < got && (uintptr_t)frames[skip] - hak_report_lo < hak_report_hi - hak_report_lo) skip++;
     for (unsigned i = skip; i < got; i++) frames[i - skip] = frames[i];
-    if (n < 0) hak_message("hakmem:   (the stack walk faulted: a corrupt stack; the frames before it follow)\n");
     return got - skip;
+}
+
+/* The stack of the call that found a misuse (ctx NULL) or of the faulting
+ * access, under its heading. */
+static void hak_report_stack(const char *op, const void *ctx) {
+    void *frames[HAK_REPORT_DEPTH];
+    bool faulted;
+    unsigned n = hak_report_walk(frames, HAK_REPORT_DEPTH, ctx, &faulted);
+    if (ctx) hak_message("hakmem: the bad access, by thread %ld, at:\n", hak_os_gettid());
+    else hak_message("hakmem: %s called by thread %ld at:\n", op, hak_os_gettid());
+    if (n || !faulted) hak_crash_print_stack(frames, n, ctx != NULL);
+    if (faulted) hak_message("hakmem:   (the stack walk stopped here: it faulted on a corrupt stack)\n");
 }
 
 /* The next step: one line. */
@@ -124,10 +136,7 @@ static void hak_report_misuse(const char *op, const void *p) {
     if (hak_reporting) return;
     hak_reporting = 1;
     bool guarded = hak_report_block(p);
-    void *frames[HAK_REPORT_DEPTH];
-    unsigned n = hak_report_walk(frames, HAK_REPORT_DEPTH, NULL);
-    hak_message("hakmem: %s called by thread %ld at:\n", op, hak_os_gettid());
-    hak_crash_print_stack(frames, n, false);
+    hak_report_stack(op, NULL);
     if (guarded) {
         hak_guard_report(p, 1);
     } else {
@@ -135,6 +144,7 @@ static void hak_report_misuse(const char *op, const void *p) {
          * or p itself for a pointer in no block) */
         hak_block_info_t b;
         const void *at = hak_block_info(p, &b) && b.block ? b.block : p;
+        void *frames[HAK_REPORT_DEPTH];
         unsigned depth;
         size_t size;
         if (p && hak_profile_sample_of(at, frames, HAK_REPORT_DEPTH, &depth, &size)) {
@@ -147,12 +157,7 @@ static void hak_report_misuse(const char *op, const void *p) {
 }
 
 /* The faulting access's stack (hak_guard.c's explanation, and below). */
-void hak_report_fault_stack(const void *ctx) {
-    void *frames[HAK_REPORT_DEPTH];
-    unsigned n = hak_report_walk(frames, HAK_REPORT_DEPTH, ctx);
-    hak_message("hakmem: the bad access, by thread %ld, at:\n", hak_os_gettid());
-    hak_crash_print_stack(frames, n, true);
-}
+void hak_report_fault_stack(const void *ctx) { hak_report_stack(NULL, ctx); }
 
 /* hak_report_hooks.fault: a fault in hakmem's code, or on a block of
  * malloc(0) (hak_crash.c) */

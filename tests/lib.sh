@@ -112,6 +112,40 @@ expect_report() {
     fi
 }
 
+# expect_full NAME STATUS FIRST FUNC BLOCK CMD...: a misuse case whose
+# report is whole (issue 37).  Runs CMD as expect_report does; passes when
+# it exits with STATUS, a line matches FIRST (what was found, by which
+# call), the stack of the call that found it -- or of the faulting access
+# -- names FUNC (the test's own function that made the call: one of
+# "#N 0x... FUNC+0x... (FILE+0x...)"), a line matches BLOCK (the block and
+# its size), a "hakmem: next: " line follows, and it did not print SURVIVED.
+expect_full() {
+    local name=$1 want=$2 first=$3 func=$4 block=$5 out rc stack secs=${EXPECT_LIMIT:-30}
+    shift 5
+    out=$(limit "$secs" "$@" 2>&1)
+    rc=$?
+    stack=$(awk '/^hakmem: .* called by thread [0-9]+ at:$|^hakmem: the bad access, by thread [0-9]+, at:$/ { on = 1; next }
+                 on && /^hakmem:   / { print; next }
+                 on { exit }' <<<"$out")
+    if timed_out $rc; then
+        fail "$name" "timed out after ${secs}s"
+    elif ((rc != want)); then
+        fail "$name" "exit status $rc, want $want; output: $(head -c 400 <<<"$out")"
+    elif ! grep -Eq -- "$first" <<<"$out"; then
+        fail "$name" "output lacks /$first/: $(head -c 400 <<<"$out")"
+    elif ! grep -Eq "^hakmem:   #[0-9]+ 0x[0-9a-f]+ $func\+0x[0-9a-f]+ \(" <<<"$stack"; then
+        fail "$name" "the stack of the call does not name $func: $(head -c 900 <<<"$out")"
+    elif ! grep -Eq -- "$block" <<<"$out"; then
+        fail "$name" "output lacks the block /$block/: $(head -c 400 <<<"$out")"
+    elif ! grep -q "^hakmem: next: " <<<"$out"; then
+        fail "$name" "no next-step line: $(tail -c 400 <<<"$out")"
+    elif grep -q SURVIVED <<<"$out"; then
+        fail "$name" "program ran on after the misuse"
+    else
+        pass "$name"
+    fi
+}
+
 # build_compat PREFIX WORKDIR: the helper programs of mk/compat.mk (skipped
 # when up to date); on failure print "FAIL PREFIX.build" and return 1
 build_compat() {

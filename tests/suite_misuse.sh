@@ -62,6 +62,51 @@ for v in release debug; do
     for c in reuse_double_free reuse_remote_then_owner reuse_delayed_then_owner reuse_other_thread; do
         expect misuse.$v.$c "$so" $c $ABRT "^hakmem: free\(\): double free of $P"
     done
+    # every report names the block and its size, the stack of the call that
+    # found the misuse (its caller: a function of test_misuse's own) and the
+    # next step (issue 37)
+    full() { local n=$1 c=$2 st=$3 first=$4 fn=$5 blk=$6; shift 6
+             expect_full misuse.$v.report.$n "$st" "$first" "$fn" "$blk" env "$@" LD_PRELOAD="$so" "$BIN" "$c"; }
+    full double_free report_double_free $ABRT "^hakmem: free\(\): double free of $P" report_free_twice \
+        "^hakmem: the block: $P, a small block of size class 48 bytes$"
+    full malloc report_malloc $ABRT "^hakmem: malloc\(\): free block written to" report_malloc_after_write \
+        "^hakmem: the block: $P, a medium block of size class 20480 bytes"
+    full large report_large $ABRT "^hakmem: free\(\): heap overflow detected" report_free_large \
+        "^hakmem: the block: $P, a large block of 100000 bytes \(size class [0-9]+ bytes\)"
+    full foreign report_foreign $ABRT "^hakmem: free\(\): invalid pointer \(not allocated by hakmem\)" report_free_foreign \
+        "^hakmem: the block: none: $P is not in hakmem's memory"
+    full realloc report_realloc $ABRT "^hakmem: realloc\(\): pointer already freed" report_realloc_freed \
+        "^hakmem: the block: $P, a small block of size class 64 bytes"
+    full usable report_usable $ABRT "^hakmem: malloc_usable_size\(\): invalid pointer \(inside a block\)" report_usable_interior \
+        "^hakmem: the block: $P, a small block of size class 112 bytes; the pointer is inside it"
+    full delete report_delete $ABRT "^hakmem: operator delete\(\): size does not match" report_delete_sized \
+        "^hakmem: the block: $P, a small block of size class 32 bytes"
+    # a heap profile's sample: its allocation stack too
+    full sampled report_sampled $ABRT "^hakmem: free\(\): invalid pointer \(inside a block\)" report_free_interior \
+        "^hakmem: allocated \(100 bytes, a heap profile's sample\) at:" HAKMEM_SAMPLE_BYTES=1
+    out=$(HAKMEM_SAMPLE_BYTES=1 LD_PRELOAD="$so" limit 30 "$BIN" report_sampled 2>&1)
+    if sed -n '/^hakmem: allocated (100 bytes/,$p' <<<"$out" | grep -Eq "^hakmem:   #0 $P report_sampled_alloc\+"; then
+        pass misuse.$v.report.sampled_allocation_stack
+    else
+        fail misuse.$v.report.sampled_allocation_stack "no report_sampled_alloc under 'allocated': $(head -c 900 <<<"$out")"
+    fi
+    # faults: the stack of the faulting access (from the signal's context)
+    # (the debug build's consistency check finds the smashed list first)
+    if [[ $v == release ]]; then
+        full crash report_crash $SEGV "^hakmem: SIGSEGV inside the allocator" report_malloc_corrupt \
+            "^hakmem: the bad access, by thread [0-9]+, at:"
+    else
+        full crash report_crash $ABRT "^hakmem: consistency check: free list holds a foreign block" \
+            report_malloc_corrupt "^hakmem: the block: none: 0x10 is not in hakmem's memory"
+    fi
+    full zero report_zero $SEGV "^hakmem: SIGSEGV: access to a block of size 0" report_touch_zero \
+        "access to a block of size 0 .*, block $P"
+    # a stack walk that faults on a corrupt frame (its CFA 1 MiB into a
+    # no-access region) ends there, and the report goes on
+    if [[ $(uname -m) == x86_64 ]]; then
+        full walk_faults report_walk_faults $ABRT "^hakmem: free\(\): double free of $P" call_with_bp \
+            "^hakmem:   \(the stack walk stopped here: it faulted on a corrupt stack\)$"
+    fi
     expect misuse.$v.reuse_realloc_freed "$so" reuse_realloc_freed $ABRT "^hakmem: realloc\(\): pointer already freed $P"
     expect misuse.$v.corrupt_list_double_free "$so" corrupt_list_double_free $ABRT \
         "^hakmem: free\(\): heap corrupted \(a free list was overwritten\) at block $P"

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static void *volatile sink;
@@ -25,8 +26,8 @@ static void on_segv(int sig) { (void)sig; _exit(42); }
 
 /* A 48-byte block on memory that held free 32-byte blocks: four pages of
  * 32-byte blocks freed, then 48-byte blocks until one lies there (the slot
- * is carved again for the other class; the others stay allocated).  NULL if
- * none does. */
+ * is carved again for the other class; the others stay allocated), with
+ * another live block on its page.  NULL if none does. */
 static void *reused_block(void) {
     enum { N = 4 * 65536 / 32 };
     static uintptr_t old[N];
@@ -39,7 +40,16 @@ static void *reused_block(void) {
     for (int i = 0; i < N; i++) free((void *)old[i]);
     for (int i = 0; i < 2 * N; i++) {
         void *p = malloc(48);
-        if ((uintptr_t)p >= lo && (uintptr_t)p <= hi) return p;
+        if ((uintptr_t)p < lo || (uintptr_t)p > hi) continue;
+        /* and a block after it on its page, so that the page stays in use
+         * when p is freed (else it goes back, and a second free of p finds
+         * a released page: which comes first depends on what the process
+         * allocated before, e.g. the unwinder's start-up) */
+        for (int k = 0; k < 64; k++) {
+            void *q = malloc(48);
+            if (((uintptr_t)q >> 16) == ((uintptr_t)p >> 16)) return p;
+        }
+        return NULL;
     }
     return NULL;
 }
@@ -86,6 +96,72 @@ static void cxx_delete_sized(void *p, size_t n) {
     if (!f) { fprintf(stderr, "test_misuse: no _ZdlPvm\n"); exit(2); }
     f(p, n);
 }
+
+/* ---- complete reports (issue 37): each misuse is made by a function of
+ * its own, never inlined and never a tail call, which the report's stack
+ * must name (tests/suite_misuse.sh, expect_full) ---- */
+#define REPORT_FN __attribute__((noinline, used))
+#define NO_TAIL() __asm__ volatile("" ::: "memory")
+REPORT_FN void report_free_twice(void *p) { free(p); free(p); NO_TAIL(); }
+REPORT_FN void report_malloc_after_write(size_t n) { for (int i = 0; i < 4; i++) sink = malloc(n); NO_TAIL(); }
+REPORT_FN void report_free_large(void *p) { free(p); NO_TAIL(); }
+REPORT_FN void report_free_foreign(void) { char buf[64]; sink = buf; free(buf); NO_TAIL(); }
+REPORT_FN void report_realloc_freed(void *p) { sink = realloc(p, 200); NO_TAIL(); }
+REPORT_FN void report_usable_interior(char *p) { printf("%zu\n", malloc_usable_size(p + 16)); NO_TAIL(); }
+REPORT_FN void report_free_interior(char *p) { free(p + 16); NO_TAIL(); }
+REPORT_FN void *report_sampled_alloc(size_t n) { void *p = malloc(n); NO_TAIL(); return p; }
+REPORT_FN void report_malloc_corrupt(void) { for (int i = 0; i < 1000; i++) sink = malloc(48); NO_TAIL(); }
+REPORT_FN int report_touch_zero(volatile char *p) { int v = p[0]; NO_TAIL(); return v; }
+static void cxx_delete_sized(void *p, size_t n);
+REPORT_FN void report_delete_sized(void *p, size_t n) { cxx_delete_sized(p, n); NO_TAIL(); }
+
+#if defined(__x86_64__)
+/* call_with_bp(fn, arg, bp): fn(arg) from a frame whose CFA rule is rbp + 16
+ * with rbp = bp, so that a stack walk through it reads at bp: a corrupt
+ * stack, as a report must survive (report_walk_faults). */
+__asm__(".text\n"
+        ".globl call_with_bp\n"
+        ".type call_with_bp,@function\n"
+        "call_with_bp:\n"
+        ".cfi_startproc\n"
+        "push %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset %rbp, -16\n"
+        "mov %rsp, %rbp\n"
+        ".cfi_def_cfa_register %rbp\n"
+        "mov %rdx, %rbp\n"
+        "mov %rdi, %rax\n"
+        "mov %rsi, %rdi\n"
+        "call *%rax\n"
+        "ud2\n"
+        ".cfi_endproc\n"
+        ".size call_with_bp, .-call_with_bp\n");
+void call_with_bp(void (*fn)(void *), void *arg, uintptr_t bp);
+static uintptr_t walk_bp;
+static void free_twice_fn(void *p) { free(p); free(p); }
+/* a thread on a stack of its own, under a no-access region: the corrupt
+ * frame points 1 MiB into it */
+static void *bad_stack_thread(void *p) {
+    call_with_bp(free_twice_fn, p, walk_bp);
+    return NULL;
+}
+static int report_walk_faults(void) {
+    size_t stack = 1 << 20, above = 8 << 20;
+    char *m = mmap(NULL, stack + above, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || mprotect(m, stack, PROT_READ | PROT_WRITE)) { printf("no stack\n"); return 3; }
+    walk_bp = (uintptr_t)m + stack + (1 << 20);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstack(&a, m, stack);
+    pthread_t t;
+    void *p = malloc(40);
+    if (pthread_create(&t, &a, bad_stack_thread, p)) { printf("no thread\n"); return 3; }
+    pthread_join(t, NULL);
+    return 0;
+}
+#else
+static int report_walk_faults(void) { printf("x86-64 only\n"); return 3; }
+#endif
 
 static int cmp_ptr(const void *a, const void *b) {
     uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
@@ -384,6 +460,47 @@ int main(int argc, char **argv) {
         (void)sizeof(prefix_t);
         printf("heaps_created=%llu heaps_adopted=%llu\n", (unsigned long long)st[10], (unsigned long long)st[11]);
         return 0;
+    } else if (!strcmp(c, "report_double_free")) {
+        char *p = malloc(40); sink = p;
+        report_free_twice(p);
+    } else if (!strcmp(c, "report_malloc")) {   /* found by malloc: a write after free */
+        char *keep = malloc(20000), *p = malloc(20000); sink = keep;
+        free(p);
+        memset(p, 0x41, 16);
+        report_malloc_after_write(20000);
+    } else if (!strcmp(c, "report_large")) {    /* a large block's canary, found by free */
+        char *p = malloc(100000); sink = p;
+        char *volatile end = p + 100000;
+        *end = 0x41;
+        report_free_large(p);
+    } else if (!strcmp(c, "report_foreign")) {
+        report_free_foreign();
+    } else if (!strcmp(c, "report_realloc")) {
+        char *p = malloc(64); sink = p;
+        free(p);
+        report_realloc_freed(p);
+    } else if (!strcmp(c, "report_usable")) {
+        char *p = malloc(100), *keep = malloc(100); sink = keep;
+        report_usable_interior(p);
+    } else if (!strcmp(c, "report_delete")) {
+        void *p = cxx_new(24); sink = p;
+        report_delete_sized(p, 200);
+    } else if (!strcmp(c, "report_sampled")) {   /* HAKMEM_SAMPLE_BYTES=1: every block sampled */
+        sink = malloc(1);                         /* (a thread's first allocation is never sampled) */
+        char *p = report_sampled_alloc(100); sink = p;
+        report_free_interior(p);
+    } else if (!strcmp(c, "report_crash")) {     /* a smashed free list faults inside malloc */
+        char **p = malloc(48);
+        free(p);
+        *p = (char *)0x10;
+        report_malloc_corrupt();
+        printf("no fault\n");
+        return 3;
+    } else if (!strcmp(c, "report_zero")) {
+        volatile char *p = malloc(0); sink = (void *)p;
+        printf("SURVIVED %d\n", report_touch_zero(p));
+    } else if (!strcmp(c, "report_walk_faults")) {
+        return report_walk_faults();
     } else if (!strcmp(c, "ok")) {
         for (int i = 0; i < 1000; i++) { sink = malloc((size_t)i * 7 + 1); free(sink); }
         printf("ok\n");

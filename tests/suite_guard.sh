@@ -67,12 +67,17 @@ has_frame() {
     done
     return 1
 }
-# report NAME CASE STATUS WHAT FREE: CASE dies with STATUS, its report says
-# WHAT and has the allocation's frame (and the free's when FREE is 1)
+# report NAME CASE STATUS WHAT FREE AT: CASE dies with STATUS, its report says
+# WHAT and has the allocation's frame (and the free's when FREE is 1), the
+# block's size, the stack of the faulting access or of the call that found
+# the misuse naming AT, and the next step
 report() {
-    local name=guard.report.$1 out rc
+    local name=guard.report.$1 out rc at
     out=$(limit 30 env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$REL_SO" "$BIN" "$2" 2>&1)
     rc=$?
+    at=$(awk '/^hakmem: .* called by thread [0-9]+ at:$|^hakmem: the bad access, by thread [0-9]+, at:$/ { on = 1; next }
+              on && /^hakmem:   / { print; next }
+              on { exit }' <<<"$out")
     if (($3 != rc)); then fail "$name" "exit status $rc, want $3: $(head -c 400 <<<"$out")"
     elif grep -q SURVIVED <<<"$out"; then fail "$name" "the program ran on"
     elif ! grep -q "hakmem: $4" <<<"$out"; then fail "$name" "no '$4' in: $(head -c 400 <<<"$out")"
@@ -83,23 +88,41 @@ report() {
         fail "$name" "the free's stack lacks site_free: $(head -c 600 <<<"$out")"
     elif ! grep -Eq "^hakmem:   #[0-9]+ 0x[0-9a-f]+ site_alloc\+0x[0-9a-f]+ \(" <<<"$out"; then
         fail "$name" "site_alloc not named in the stack: $(head -c 600 <<<"$out")"
+    elif ! grep -Eq "^hakmem:   #[0-9]+ 0x[0-9a-f]+ $6\+0x[0-9a-f]+ \(" <<<"$at"; then
+        fail "$name" "the stack of the bad access or of the call lacks $6: $(head -c 900 <<<"$out")"
+    elif ! grep -q "^hakmem: next: " <<<"$out"; then
+        fail "$name" "no next step: $(tail -c 300 <<<"$out")"
     else
         pass "$name"
     fi
 }
-report overflow32 overflow32 $SEGV "heap overflow at" 0
-report overflow24 overflow24 $ABRT "heap overflow (found at free)" 1
-report overflow24_far overflow24_far $SEGV "heap overflow at" 0
-report underflow underflow $ABRT "heap underflow (found at free)" 1
-report underflow_far underflow_far $SEGV "heap underflow at" 0
-report uaf uaf $SEGV "use after free at" 1
-report uaf_thread uaf_thread $SEGV "use after free at" 1
-report double_free double_free $ABRT "double free at" 1
+report overflow32 overflow32 $SEGV "heap overflow at" 0 site_touch
+report overflow24 overflow24 $ABRT "heap overflow (found at free)" 1 site_free
+report overflow24_far overflow24_far $SEGV "heap overflow at" 0 site_touch
+report underflow underflow $ABRT "heap underflow (found at free)" 1 site_free
+report underflow_far underflow_far $SEGV "heap underflow at" 0 site_touch
+report uaf uaf $SEGV "use after free at" 1 site_read
+report uaf_thread uaf_thread $SEGV "use after free at" 1 site_touch
+report double_free double_free $ABRT "double free at" 1 site_free
 
-# without the option the same overflow is not caught: the cases can fail
-out=$(limit 30 env LD_PRELOAD="$REL_SO" "$BIN" overflow32 2>&1)
+# turned off the same overflow is not caught: the cases can fail
+out=$(limit 30 env HAKMEM_GUARD_SAMPLE=0 LD_PRELOAD="$REL_SO" "$BIN" overflow32 2>&1)
 if grep -q SURVIVED <<<"$out" && ! grep -q "guarded" <<<"$out"; then pass guard.off
-else fail guard.off "overflow32 without HAKMEM_GUARD_SAMPLE: $(head -c 300 <<<"$out")"; fi
+else fail guard.off "overflow32 with HAKMEM_GUARD_SAMPLE=0: $(head -c 300 <<<"$out")"; fi
+
+# on by default, at one block per 64 MiB: 4 GB in 4000-byte blocks guard
+# about 60 (Poisson: fewer than 20 or more than 140 once in 10^9 runs);
+# none with HAKMEM_GUARD_SAMPLE=0
+for g in default 0; do
+    set_env=()
+    [[ $g == 0 ]] && set_env=(HAKMEM_GUARD_SAMPLE=0)
+    out=$(limit 60 env "${set_env[@]}" LD_PRELOAD="$REL_SO" "$BIN" count 1000000 4000 2>&1)
+    k=$(sed -n 's/^guarded: \([0-9]*\) of .*/\1/p' <<<"$out")
+    if [[ -z $k ]]; then fail guard.$g.count "no count: $(head -c 300 <<<"$out")"
+    elif [[ $g == default ]] && ((k >= 20 && k <= 140)); then pass "guard.default.count ($k of 1,000,000 blocks of 4000 bytes)"
+    elif [[ $g == 0 ]] && ((k == 0)); then pass "guard.0.count (none)"
+    else fail guard.$g.count "$k guarded of 1,000,000"; fi
+done
 
 # the mappings stay bounded: at most two more per slot (512) and a few
 for n in 1 4096; do

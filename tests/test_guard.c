@@ -6,6 +6,7 @@
  *                           the aligned allocations, malloc_usable_size,
  *                           a free from another thread, fork
  *   test_guard zero         malloc(0) first, then realloc: "zero: ... ok"
+ *   test_guard count N SIZE N blocks of SIZE bytes: "guarded: K of N"
  *   test_guard maps N       a heavy allocation loop; prints the most lines
  *                           /proc/self/maps had ("maps: before B, max M")
  *   test_guard CASE         a misuse that must end the process:
@@ -18,8 +19,9 @@
  *     uaf                   a read after free: SIGSEGV
  *     uaf_thread            freed by another thread, then written: SIGSEGV
  *     double_free           abort
- * Each misuse's block comes from site_alloc and is freed in site_free, whose
- * addresses the suite looks for in the report (nm). */
+ * Each misuse's block comes from site_alloc and is freed in site_free, and
+ * each fault comes from site_touch or site_read, whose addresses the suite
+ * looks for in the report (nm; and the names in the stacks). */
 #include "check.h"
 #include <malloc.h>
 #include <stdbool.h>
@@ -36,6 +38,17 @@ __attribute__((noinline)) char *site_alloc(size_t n) {
 __attribute__((noinline)) void site_free(void *p) {
     free(p);
     __asm__ volatile("");
+}
+/* the bad accesses' sites, named in the faults' reports (the stack of the
+ * faulting access) */
+__attribute__((noinline)) void site_touch(char *p, long off) {
+    ((volatile char *)p)[off] = 1;
+    __asm__ volatile("");
+}
+__attribute__((noinline)) int site_read(char *p, long off) {
+    int v = ((volatile char *)p)[off];
+    __asm__ volatile("");
+    return v;
 }
 
 static bool at_page_end(const void *p, size_t size) {
@@ -195,6 +208,24 @@ static int maps_loop(long rounds) {
     return 0;
 }
 
+/* ---- how many blocks are guarded ---- */
+
+/* n allocations of size bytes, each freed at once: how many were guarded
+ * (a guarded block's usable size is its size; an ordinary block of 4000
+ * bytes has its class's, 4096) */
+static int count_guarded(long n, size_t size) {
+    long guarded = 0;
+    for (long i = 0; i < n; i++) {
+        char *p = malloc(size);
+        if (!p) return 1;
+        p[0] = 1;
+        guarded += malloc_usable_size(p) == size;
+        free(p);
+    }
+    printf("guarded: %ld of %ld\n", guarded, n);
+    return 0;
+}
+
 /* ---- misuse ---- */
 
 static void *free_in_thread(void *p) { site_free(p); return NULL; }
@@ -202,31 +233,31 @@ static void *free_in_thread(void *p) { site_free(p); return NULL; }
 static int misuse(const char *what) {
     if (!strcmp(what, "overflow32")) {
         char *p = site_alloc(32);
-        ((volatile char *)p)[32] = 1;
+        site_touch(p, 32);
     } else if (!strcmp(what, "overflow24")) {
         char *p = site_alloc(24);
         ((volatile char *)p)[24] = 1;
         site_free(p);
     } else if (!strcmp(what, "overflow24_far")) {
         char *p = site_alloc(24);
-        ((volatile char *)p)[32] = 1;
+        site_touch(p, 32);
     } else if (!strcmp(what, "underflow")) {
         char *p = site_alloc(24);
         ((volatile char *)p)[-1] = 1;
         site_free(p);
     } else if (!strcmp(what, "underflow_far")) {
         char *p = site_alloc(24);
-        ((volatile char *)p)[-4096] = 1;
+        site_touch(p, -4096);
     } else if (!strcmp(what, "uaf")) {
         char *p = site_alloc(100);
         site_free(p);
-        printf("read %d\n", ((volatile char *)p)[10]);
+        printf("read %d\n", site_read(p, 10));
     } else if (!strcmp(what, "uaf_thread")) {
         char *p = site_alloc(100);
         pthread_t t;
         pthread_create(&t, NULL, free_in_thread, p);
         pthread_join(t, NULL);
-        ((volatile char *)p)[0] = 1;
+        site_touch(p, 0);
     } else if (!strcmp(what, "double_free")) {
         char *p = site_alloc(40);
         site_free(p);
@@ -242,6 +273,7 @@ static int misuse(const char *what) {
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "zero")) return zero_first();
     if (argc >= 2 && !strcmp(argv[1], "maps")) return maps_loop(argc > 2 ? atol(argv[2]) : 1000000);
+    if (argc >= 4 && !strcmp(argv[1], "count")) return count_guarded(atol(argv[2]), (size_t)atol(argv[3]));
     if (argc >= 2 && strcmp(argv[1], "correct") != 0 && argv[1][0] != '-') return misuse(argv[1]);
     int first = argc >= 2 && !strcmp(argv[1], "correct") ? 1 : 0;
     chk_prefix = "guard";

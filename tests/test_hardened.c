@@ -34,6 +34,14 @@ static int evict(void *p, size_t n) {
     return 0;
 }
 
+/* complete reports (issue 37): each misuse made by a function of its own,
+ * never inlined and never a tail call, which the report's stack must name */
+#define REPORT_FN __attribute__((noinline, used))
+#define NO_TAIL() __asm__ volatile("" ::: "memory")
+REPORT_FN void report_free_block(void *p) { free(p); NO_TAIL(); }
+REPORT_FN void report_mallocs(size_t n) { for (int i = 0; i < 100000; i++) sink = malloc(n); NO_TAIL(); }
+REPORT_FN void report_churn(size_t n) { for (int i = 0; i < 100000; i++) free(malloc(n)); NO_TAIL(); }
+
 static int misuse(const char *c) {
     if (!strcmp(c, "overflow_canary")) {          /* one byte into the canary */
         char *p = malloc(13); sink = p;
@@ -109,6 +117,26 @@ static int misuse(const char *c) {
         free(p);
         p[900] = 'x';
         for (int i = 0; i < 100000; i++) free(malloc(1000));
+    } else if (!strcmp(c, "report_overflow")) {  /* found by free */
+        char *p = malloc(13); sink = p;
+        p[13] = 'x';
+        report_free_block(p);
+    } else if (!strcmp(c, "report_probe")) {     /* found by malloc's probe of the quarantine */
+        char *p = malloc(64); sink = p;
+        free(p);
+        p[0] = 'x';
+        report_mallocs(4096);
+    } else if (!strcmp(c, "report_quarantine")) {   /* found as the block leaves the quarantine */
+        char *p = malloc(64); sink = p;
+        free(p);
+        p[40] = 'x';
+        report_churn(64);
+    } else if (!strcmp(c, "report_reuse")) {     /* found by the malloc that would hand it out */
+        char *p = malloc(64); sink = p;
+        free(p);
+        if (!evict(p, 64)) { printf("never left the quarantine\n"); return 3; }
+        p[40] = 'x';
+        report_mallocs(64);
     } else if (!strcmp(c, "huge_use_after_free")) {  /* cached, but out of reach */
         char *p = malloc((size_t)3 << 20); sink = p;
         free(p);

@@ -26,9 +26,9 @@
  *    mprotect calls: no mmap or munmap, no page fault and no page zeroed by
  *    the kernel once its slot was used before (the block is zeroed here),
  *    and only the second takes access away (the TLB shootdown: making
- *    pages accessible needs none).  Before the pool (docs/design.md,
- *    "Guarded sampling's pool"): a fresh mapping over the slot at
- *    allocation and another at free, 13 us of CPU a block against 7 now.
+ *    pages accessible needs none).  Before the pool: a fresh mapping over the slot at
+ *    allocation and another at free, 14 to 18 us of CPU a block against 8 to
+ *    11 now (docs/security.md, "Guarded sampling").
  *    The memory kept is that of the slots in use or freed since: at most
  *    the live guarded blocks plus HAK_GUARD_QUARANTINE + 1 slots (4 KiB
  *    each for a block up to 4 KiB); malloc_trim(0) gives it back

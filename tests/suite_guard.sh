@@ -105,6 +105,16 @@ report uaf uaf $SEGV "use after free at" 1 site_read
 report uaf_thread uaf_thread $SEGV "use after free at" 1 site_touch
 report double_free double_free $ABRT "double free at" 1 site_free
 
+# the next step's addr2line on the faulting frame's FILE+ADDRESS names the
+# line of the bad access (site_touch's write)
+out=$(limit 30 env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$REL_SO" "$BIN" uaf_thread 2>&1)
+where=$(grep -oE "^hakmem:   #0 0x[0-9a-f]+ site_touch\+0x[0-9a-f]+ \([^)]*\)" <<<"$out" | sed 's/.*(\(.*\))$/\1/')
+line=$(grep -n '((volatile char \*)p)\[off\] = 1;' tests/test_guard.c | cut -d: -f1)
+if [[ -z $where ]]; then fail guard.report.addr2line "no site_touch frame: $(head -c 400 <<<"$out")"
+elif a2l=$(addr2line -f -i -e "${where%+0x*}" "0x${where##*+0x}") && grep -q "test_guard.c:$line\b" <<<"$a2l"; then
+    pass guard.report.addr2line
+else fail guard.report.addr2line "addr2line -e ${where%+0x*} 0x${where##*+0x}: $a2l (want test_guard.c:$line)"; fi
+
 # turned off the same overflow is not caught: the cases can fail
 out=$(limit 30 env HAKMEM_GUARD_SAMPLE=0 LD_PRELOAD="$REL_SO" "$BIN" overflow32 2>&1)
 if grep -q SURVIVED <<<"$out" && ! grep -q "guarded" <<<"$out"; then pass guard.off

@@ -167,11 +167,12 @@ out=$(HAKMEM_SAMPLE_BYTES=12x LD_PRELOAD="$REL_SO" limit 30 /bin/true 2>&1)
 out=$(HAKMEM_LEAK_REPORT=1 LD_PRELOAD="$REL_SO" limit 30 /bin/true 2>&1)
 [[ $out == *"need HAKMEM_SAMPLE_BYTES"* ]] && pass profile.needs_sampling || fail profile.needs_sampling "no warning: $out"
 
-# libgcc's unwinder is mapped only when profiles are on (hak_unwind_load):
-# a C program (cat: no libgcc_s of its own) under hakmem maps none without
-# sampling, and one with it
-n_off=$(LD_PRELOAD="$REL_SO" limit 30 cat /proc/self/maps | grep -c 'libgcc_s')
-n_on=$(HAKMEM_SAMPLE_BYTES=65536 LD_PRELOAD="$REL_SO" limit 30 cat /proc/self/maps | grep -c 'libgcc_s')
+# libgcc's unwinder is mapped only when something takes stacks
+# (hak_unwind_load): a C program (cat: no libgcc_s of its own) under hakmem
+# maps none with guarded sampling off (HAKMEM_GUARD_SAMPLE=0: it is on by
+# default, and takes stacks) and no heap profile, and one with a profile
+n_off=$(HAKMEM_GUARD_SAMPLE=0 LD_PRELOAD="$REL_SO" limit 30 cat /proc/self/maps | grep -c 'libgcc_s')
+n_on=$(HAKMEM_GUARD_SAMPLE=0 HAKMEM_SAMPLE_BYTES=65536 LD_PRELOAD="$REL_SO" limit 30 cat /proc/self/maps | grep -c 'libgcc_s')
 if [[ $n_off == 0 && $n_on -gt 0 ]]; then pass profile.unwinder_on_demand
 else fail profile.unwinder_on_demand "libgcc_s mappings: $n_off without sampling, $n_on with"; fi
 

@@ -5,7 +5,12 @@
  * on top of whatever the program had installed before.  Costs nothing on the
  * fast paths and next to nothing at start-up.  The handler calls only
  * async-signal-safe functions (write, open, lseek, read, close, sigaction,
- * pthread_sigmask, raise) and never allocates.
+ * pthread_sigmask, raise, siglongjmp) and never allocates.  Each report
+ * ends with the stack of the faulting access, walked from the signal's
+ * context, and a next step (hak_report_hooks.fault, hak_report.c).
+ *  - A fault while a report walks a stack (hak_crash_walk_jmp set on this
+ *    thread: a corrupt stack misread) jumps back to the report, which goes
+ *    on without the rest of the stack.
  *
  *  - A fault (si_code > 0: the kernel raised it for an instruction) whose
  *    program counter lies in one of hakmem's functions prints which function,
@@ -16,9 +21,10 @@
  *    without hakmem (core dump, or the program's handler).
  *  - A SIGSEGV fault at an address of the guarded region, whatever code made
  *    it, is explained by hak_crash_explain (hak_guard.c: heap overflow,
- *    underflow or use after free, with the block and its stacks, printed by
- *    hak_crash_print_frames, which names each frame's function from its
- *    file's symbol table); then as above, the fault runs again.
+ *    underflow or use after free, with the block, the faulting access's
+ *    stack and the block's, printed by hak_crash_print_stack, which names
+ *    each frame's function from its file's symbol table and its address in
+ *    the file); then as above, the fault runs again.
  *  - Any other SIGSEGV/SIGBUS -- a fault in the program's own code, or a
  *    signal sent with kill(), raise(), pthread_kill() or sigqueue() (si_code
  *    <= 0: there is nothing to re-execute) -- gets the previous disposition's

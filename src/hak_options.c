@@ -13,11 +13,6 @@
  * hakmem_conf in place, and messages go through hak_message. */
 #include "hak_hardened.h"   /* HAK_HARDENED_ENABLED */
 
-/* Guarded sampling's default rate: one guarded block per this many bytes
- * allocated, in every profile (docs/security.md, "Guarded sampling": what
- * it costs and what it catches). */
-#define HAK_GUARD_DEFAULT (64L << 20)
-
 hak_options_t hak_opt;   /* filled from the table by hak_options_init(), before any heap exists */
 
 /* A program's defaults (include/hakmem.h): "name=value,name=value".  A weak
@@ -44,6 +39,9 @@ typedef struct hak_option_def_s {
     const char *help;
 } hak_option_def_t;
 
+/* (HAKMEM_GUARD_SAMPLE's default, 64 MiB in every profile: one guarded block
+ * per 64 MiB allocated; docs/security.md, "Guarded sampling", says what it
+ * costs and what it catches) */
 /* HAK_RUN: read where it is used, every time, so a new value takes effect at
  * once; a torn or stale read is harmless (hak_purge.c reads the delay once
  * per use).  The others are read once at start-up (an atexit handler, a
@@ -74,7 +72,7 @@ static hak_option_def_t hak_option_table[] = {
       "sample about one allocation per N bytes with its stack for heap profiles; 0 off" },
     { "HAKMEM_LEAK_REPORT", &hak_opt.leak_report, {0, 0, 0}, 0, 1, HAK_BOOL,
       "print the stacks of sampled blocks still live at exit (needs HAKMEM_SAMPLE_BYTES)" },
-    { "HAKMEM_GUARD_SAMPLE", &hak_opt.guard_sample, {HAK_GUARD_DEFAULT, HAK_GUARD_DEFAULT, HAK_GUARD_DEFAULT}, 0, 1L << 40, HAK_BYTES,
+    { "HAKMEM_GUARD_SAMPLE", &hak_opt.guard_sample, {67108864, 67108864, 67108864}, 0, 1L << 40, HAK_BYTES,
       "put about one allocation per N bytes (up to 16 KiB) alone on guarded pages: an overflow, underflow or use after free of it faults and is reported with its stacks; 1 every allocation; 0 off (the hardened build: 0)" },
     { "HAKMEM_MEMORY_LIMIT", &hak_opt.memory_limit, {0, 0, 0}, 0, 1L << 60, HAK_BYTES | HAK_CGROUP,
       "soft limit of resident memory: bytes (k, m, g suffixes), or cgroup (its memory.max, read at start-up; shown as -1); above 90% every cached and empty page goes back at once; 0 off" },

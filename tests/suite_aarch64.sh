@@ -92,10 +92,11 @@ need a64.os.lowmap_page64k "$AT/os/test_os_lowmap" &&
     run_bin a64.os.lowmap_page64k 60 "${q[@]}" -p 65536 "$AT/os/test_os_lowmap" -p a64.os.lowmap_page64k --lowmap
 
 C=$A/compat
+# (HAKMEM_GUARD_SAMPLE=0: the page accounting of mallinfo2, as in suite_compat.sh)
 need a64.compat.glibc_api "$C/glibc_api" &&
-    run_bin a64.compat.glibc_api 60 "${q[@]}" -E LD_PRELOAD="$REL" -E GLIBC_API_QEMU=1 "$C/glibc_api" a64.compat.glibc_api
+    run_bin a64.compat.glibc_api 60 "${q[@]}" -E HAKMEM_GUARD_SAMPLE=0 -E LD_PRELOAD="$REL" -E GLIBC_API_QEMU=1 "$C/glibc_api" a64.compat.glibc_api
 need a64.compat.glibc_api_static "$C/glibc_api_static" &&
-    run_bin a64.compat.glibc_api_static 60 "${q[@]}" -E GLIBC_API_QEMU=1 "$C/glibc_api_static" a64.compat.glibc_api_static
+    run_bin a64.compat.glibc_api_static 60 "${q[@]}" -E HAKMEM_GUARD_SAMPLE=0 -E GLIBC_API_QEMU=1 "$C/glibc_api_static" a64.compat.glibc_api_static
 need a64.compat.static "$C/libc_internal_static" &&
     run_bin a64.compat.static 60 "${q[@]}" "$C/libc_internal_static" a64.compat.static
 

@@ -157,8 +157,10 @@ fi
 # direct call and jump from hak_crash_handler through hakmem's own code and
 # list the functions it calls outside hakmem (through the PLT)
 # (syscall: the raw system call, no lock and no cancellation point: hakmem's
-# messages use it, hak_os_write_err)
-SAFE='syscall write open read lseek close sigaction pthread_sigmask sigprocmask raise kill getpid gettid tgkill sigemptyset
+# messages use it, hak_os_write_err; siglongjmp, async-signal-safe since
+# POSIX.1-2008 TC2: a fault in a report's own stack walk jumps back to the
+# report, out of code of hakmem's that holds no lock -- hak_report.c)
+SAFE='syscall write open read lseek close sigaction pthread_sigmask sigprocmask raise kill getpid gettid tgkill siglongjmp sigemptyset
       sigaddset sigdelset sigfillset sigismember abort _exit __errno_location
       memset memcpy memmove memcmp memchr strlen strnlen strcmp strncmp strchr strcpy strncpy'
 callees() {   # callees SO: the external functions reachable from the handler

@@ -348,7 +348,7 @@ static void hak_maps_line(const char *s, const char *end, void *const *frames, u
     }
 }
 
-void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact) {
+void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact, bool skip_own) {
     hak_where_t w[HAK_FRAMES_MAX];
     if (n > HAK_FRAMES_MAX) n = HAK_FRAMES_MAX;
     for (unsigned k = 0; k < n; k++) w[k].file[0] = 0;
@@ -370,20 +370,25 @@ void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact) {
         }
         close(fd);
     }
-    if (n == 0) hak_message("hakmem:   (no stack: hakmem's unwinder is loaded at start-up unless HAKMEM_GUARD_SAMPLE=0 "
-                            "and no heap profile, and not in a fully static program)\n");
-    /* each frame's file and its address there (addr2line -e FILE ADDRESS) */
-    for (unsigned k = 0; k < n; k++) {
+    if (n == 0) hak_message("hakmem:   (no stack: no unwinder; hakmem loads libgcc's at start-up unless "
+                            "HAKMEM_GUARD_SAMPLE=0 without a heap profile, and cannot in a fully static program "
+                            "or with libhakmem.a linked without libgcc_s)\n");
+    /* each frame's file and its address there (addr2line -e FILE ADDRESS);
+     * with skip_own, the leading frames named as hakmem's functions left
+     * out (hakmem linked into the program) */
+    for (unsigned k = 0, shown = 0; k < n; k++) {
         char name[HAK_NAME_MAX];
         uintptr_t delta = 0, addr = w[k].off;
         int got = w[k].file[0] ? hak_sym_at(w[k].file, w[k].off, first_exact && k == 0, name, &delta, &addr) : 0;
-        if (!w[k].file[0]) hak_message("hakmem:   #%u %p\n", k, frames[k]);
+        if (skip_own && shown == 0 && got == 2 && hak_is_own_name(name) && k + 1 < n) continue;
+        if (!w[k].file[0]) hak_message("hakmem:   #%u %p\n", shown, frames[k]);
         else if (got == 2)
-            hak_message("hakmem:   #%u %p %s+%p (%s+%p)\n", k, frames[k], name, (void *)delta, w[k].file, (void *)addr);
-        else hak_message("hakmem:   #%u %p (%s+%p)\n", k, frames[k], w[k].file, (void *)addr);
+            hak_message("hakmem:   #%u %p %s+%p (%s+%p)\n", shown, frames[k], name, (void *)delta, w[k].file, (void *)addr);
+        else hak_message("hakmem:   #%u %p (%s+%p)\n", shown, frames[k], w[k].file, (void *)addr);
+        shown++;
     }
 }
-void hak_crash_print_frames(void *const *frames, unsigned n) { hak_crash_print_stack(frames, n, false); }
+void hak_crash_print_frames(void *const *frames, unsigned n) { hak_crash_print_stack(frames, n, false, false); }
 
 
 

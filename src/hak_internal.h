@@ -227,9 +227,10 @@ void hak_crash_zero_region(uintptr_t base, size_t size);
  * async-signal-safe. */
 void hak_crash_print_frames(void *const *frames, unsigned n);
 /* The same, the first frame an exact address (a fault's pc) rather than a
- * return address; each line shows the file and the address in it that
- * addr2line -e FILE ADDRESS takes. */
-void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact);
+ * return address when first_exact, the leading frames of hakmem's own
+ * functions (by name) left out when skip_own; each line shows the file and
+ * the address in it that addr2line -e FILE ADDRESS takes. */
+void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact, bool skip_own);
 /* hakmem's executable segment; true if all of it is hakmem's (the shared
  * library), false if hakmem is linked into the program. */
 bool hak_self_text(uintptr_t *lo, uintptr_t *hi);

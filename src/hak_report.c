@@ -42,7 +42,8 @@ static HAK_TLS bool hak_reporting;              /* a report is under way on this
 static uintptr_t hak_report_lo, hak_report_hi;   /* libhakmem.so's code: its frames are left out */
 
 /* The stack from signal context ctx (its pc first), or with ctx NULL the
- * caller's; hakmem's own leading frames left out.  A fault in the walk ends
+ * caller's; hakmem's own leading frames left out (libhakmem.so's by
+ * address here; linked into the program, by name when printed).  A fault in the walk ends
  * it with the frames walked so far (*faulted says so). */
 static unsigned hak_report_walk(void **frames, unsigned max, const void *ctx, bool *faulted) {
     for (unsigned i = 0; i < max; i++) frames[i] = NULL;
@@ -78,7 +79,7 @@ static void hak_report_stack(const char *op, const void *ctx) {
     unsigned n = hak_report_walk(frames, HAK_REPORT_DEPTH, ctx, &faulted);
     if (ctx) hak_message("hakmem: the bad access, by thread %ld, at:\n", hak_os_gettid());
     else hak_message("hakmem: %s called by thread %ld at:\n", op, hak_os_gettid());
-    if (n || !faulted) hak_crash_print_stack(frames, n, ctx != NULL);
+    if (n || !faulted) hak_crash_print_stack(frames, n, ctx != NULL, ctx == NULL);
     if (faulted) hak_message("hakmem:   (the stack walk stopped here: it faulted on a corrupt stack)\n");
 }
 
@@ -113,7 +114,7 @@ static bool hak_report_block(const void *p) {
         hak_message("hakmem: the block: none (a NULL pointer)\n");
     } else if (!hak_block_info(p, &b)) {
         hak_message("hakmem: the block: none: %p is not in hakmem's memory (no size known: glibc's block, "
-                    "the stack, static data, or a wild pointer)\n", p);
+                    "the stack, static data, hakmem's own metadata, or a wild pointer)\n", p);
     } else if (b.header) {
         hak_message("hakmem: the block: none: %p is in a %s segment's header\n", p, b.kind);
     } else if (b.released) {
@@ -149,7 +150,7 @@ static void hak_report_misuse(const char *op, const void *p) {
         size_t size;
         if (p && hak_profile_sample_of(at, frames, HAK_REPORT_DEPTH, &depth, &size)) {
             hak_message("hakmem: allocated (%zu bytes, a heap profile's sample) at:\n", size);
-            hak_crash_print_stack(frames, depth, false);
+            hak_crash_print_stack(frames, depth, false, true);
         }
     }
     hak_report_next(guarded);

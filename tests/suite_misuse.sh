@@ -120,6 +120,20 @@ for v in release debug; do
     fi
 done
 
+# hakmem linked into the program (libhakmem.a): the report's stack leaves
+# out hakmem's own frames by their names, and starts at the caller
+LINKED=$T/test_misuse_linked
+if need misuse.linked.report "$LINKED"; then
+    expect_full misuse.linked.report.double_free $ABRT "^hakmem: free\(\): double free of $P" report_free_twice \
+        "^hakmem: the block: $P, a small block of size class 48 bytes$" "$LINKED" report_double_free
+    out=$(limit 30 "$LINKED" report_double_free 2>&1)
+    if grep -Eq "^hakmem:   #0 $P report_free_twice\+" <<<"$out" && ! grep -Eq "^hakmem:   #[0-9]+ $P hak_" <<<"$out"; then
+        pass misuse.linked.report.own_frames_left_out
+    else
+        fail misuse.linked.report.own_frames_left_out "#0 is not report_free_twice, or hak_* frames shown: $(head -c 700 <<<"$out")"
+    fi
+fi
+
 # the crash handler: a smashed free list faults inside hakmem's malloc
 expect crash.report_and_reraise "$REL_SO" corrupt_freelist $SEGV "^hakmem: SIGSEGV inside the allocator \(in release, near malloc\(\)\): fault address $P"
 expect crash.handler_off        "$REL_SO" corrupt_freelist $SEGV "^$" HAKMEM_CRASH_HANDLER=0

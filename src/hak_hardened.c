@@ -241,7 +241,16 @@ static size_t hak_h_foreign_words(const uint64_t *w, size_t from, size_t to, con
  * The pop read that line already, so this reads no memory the program has
  * not touched.  The only non-zero words it accepts are free-list words
  * that blocks of an earlier class of the page left (hak_h_free_words). */
-static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end, const char *op) {
+/* The allocation a report names (an index, so that the entry points pass
+ * a constant, or the `by` they have anyway, and only the cold paths look
+ * the name up): malloc and new as HAK_HARDENED_BY_*, then the others. */
+enum { HAK_H_OP_CALLOC = 2, HAK_H_OP_REALLOC = 3, HAK_H_OP_ALIGNED = 4 /* + by */ };
+static const char *const hak_h_op_names[6] = { "malloc()", "operator new()", "calloc()", "realloc()",
+                                               "aligned allocation", "operator new()" };
+static const char *hak_h_op(unsigned opc) { return hak_h_op_names[opc < 6 ? opc : 0]; }
+
+static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end, unsigned opc) {
+    const char *op = hak_h_op(opc);
     const uint64_t *w = (const uint64_t *)p;
     size_t i = hak_h_foreign_words(w, 2, end / 8, p);   /* (slots are multiples of 16 bytes) */
     if (i < end / 8) {
@@ -251,14 +260,14 @@ static HAK_NOINLINE void hak_h_check_reused_slow(void *p, size_t end, const char
     }
     memset((uint8_t *)p + 16, 0, end - 16);    /* (no metadata word is handed out) */
 }
-HAK_INLINE void hak_h_check_reused(void *p, size_t slot, const char *op) {
+HAK_INLINE void hak_h_check_reused(void *p, size_t slot, unsigned opc) {
     if (slot <= 16) return;
     size_t end = slot < 64 ? slot : 64;         /* 32, 48 or 64 */
     const hak_v2_t *v = (const hak_v2_t *)p;
     hak_v2_t acc = v[1];
     if (end == 64) acc |= v[2] | v[3];
     else if (end == 48) acc |= v[2];
-    if (hak_unlikely((acc[0] | acc[1]) != 0)) hak_h_check_reused_slow(p, end, op);
+    if (hak_unlikely((acc[0] | acc[1]) != 0)) hak_h_check_reused_slow(p, end, opc);
 }
 
 /* An underflow of any other block reaches the previous slot's last word:
@@ -334,6 +343,7 @@ static HAK_COLD HAK_NOINLINE void hak_q_written(void *p, const char *op, bool pr
                           "the quarantine) at"
                         : "write after free detected in a quarantined block (as it left the quarantine) at", p);
 }
+static HAK_COLD HAK_NOINLINE void hak_q_probed_written(void *p, unsigned opc) { hak_q_written(p, hak_h_op(opc), true); }
 /* Not quite: free zeroed the block only to its canary's end, so the rest
  * may hold free-list words that blocks of an earlier class of the page left
  * (hak_h_free_words; past the block's first 16 bytes, which free zeroed;
@@ -445,13 +455,13 @@ static void hak_q_put(void *p, size_t slot, uint64_t freed, const char *op) {
 
 /* malloc's probe: one quarantined block, its first word (where a dangling
  * pointer's first field is) */
-HAK_INLINE void hak_q_probe(const char *op) {
+HAK_INLINE void hak_q_probe(unsigned opc) {
     hak_quarantine_t *q = hak_q;
     if (q && q->count) {
         q->probe += 0x9e3779b97f4a7c15u;        /* a Weyl sequence: which block, not when, is what matters */
         unsigned i = (unsigned)(((q->probe >> 32) * q->count) >> 32);
         const uint64_t *w = q->e[i].p;
-        if (hak_unlikely(w[0] != 0)) hak_q_written(q->e[i].p, op, true);
+        if (hak_unlikely(w[0] != 0)) hak_q_probed_written(q->e[i].p, opc);
     }
 }
 
@@ -468,22 +478,26 @@ HAK_INLINE size_t hak_h_slot(const void *p, const char *op) {
 
 /* p, new from the machinery below, in a slot of slot bytes (0: not known
  * yet), becomes a block of n bytes (op names the allocation in reports) */
-HAK_INLINE void *hak_h_finish(void *p, size_t slot, size_t n, unsigned by, const char *op) {
+HAK_INLINE void *hak_h_finish(void *p, size_t slot, size_t n, unsigned by, unsigned opc) {
     if (hak_unlikely(!p)) return NULL;
-    if (slot == 0) slot = hak_h_slot(p, op);
-    hak_h_check_reused(p, slot, op);
+    if (slot == 0) {   /* hak_h_slot's, the op's name looked up only where it is needed */
+        const hak_page_t *page = hak_quick_page(p);
+        if (hak_likely(page != NULL)) slot = page->block_size;
+        else if (hak_segment_of_checked(p)) slot = hak_usable_op(p, hak_h_op(opc));
+    }
+    hak_h_check_reused(p, slot, opc);
     /* the free list's link and key: the block is zero whole from here on
      * (the quarantine checked the rest; hak_segment_scrub cleared the
      * words of earlier classes' blocks), so the program never sees a
      * heap address or a key */
     *(hak_va_t *)p = (hak_va_t){ 0, 0 };
     hak_h_keys_t k = hak_h_keys();
-    hak_q_probe(op);
+    hak_q_probe(opc);
     hak_h_seal(p, n, slot, by, k);
     return p;
 }
 
-HAK_INLINE void *hak_h_malloc(size_t n, unsigned by, const char *op) {
+HAK_INLINE void *hak_h_malloc(size_t n, unsigned by, unsigned opc) {
     if (hak_unlikely(n > PTRDIFF_MAX)) { errno = ENOMEM; return NULL; }
     if (n == 0) {   /* a block that faults when touched, as in release (hak_zero.c) */
         void *z = hak_zero_alloc(HAK_MIN_ALIGN);
@@ -491,14 +505,12 @@ HAK_INLINE void *hak_h_malloc(size_t n, unsigned by, const char *op) {
     }
     size_t slot = 0;                            /* (the inline pop's: no lookup) */
     void *p = hak_malloc_sampled_slot(n + 8, &slot);
-    return hak_h_finish(p, slot, n, by, op);
+    return hak_h_finish(p, slot, n, by, opc);
 }
-void *hak_hardened_malloc(size_t n, unsigned by) {
-    return hak_h_malloc(n, by, by == HAK_HARDENED_BY_NEW ? "operator new()" : "malloc()");
-}
+void *hak_hardened_malloc(size_t n, unsigned by) { return hak_h_malloc(n, by, by); }
 
 void *hak_hardened_calloc(size_t total) {
-    void *p = hak_h_malloc(total, HAK_HARDENED_BY_MALLOC, "calloc()");
+    void *p = hak_h_malloc(total, HAK_HARDENED_BY_MALLOC, HAK_H_OP_CALLOC);
     if (p) memset(p, 0, total);
     return p;
 }
@@ -511,7 +523,7 @@ void *hak_hardened_aligned(size_t n, size_t align, bool zero, unsigned by) {
         if (z) return z;
     }
     void *p = HAK_SAMPLED(n + 8) ? hak_profile_malloc(n + 8, align, zero) : hak_aligned_plain(n + 8, align, zero);
-    return hak_h_finish(p, 0, n, by, by == HAK_HARDENED_BY_NEW ? "operator new()" : "aligned allocation");
+    return hak_h_finish(p, 0, n, by, HAK_H_OP_ALIGNED + by);
 }
 
 void hak_hardened_free(void *p, const char *op, bool sized, size_t size, bool by_new) {
@@ -603,7 +615,7 @@ size_t hak_hardened_usable(const void *p) {
 /* Kept in place when the new size fits the slot and uses at least half of
  * it; else a new block, the copy, the old block's free. */
 void *hak_hardened_realloc(void *p, size_t n) {
-    if (p == NULL) return hak_h_malloc(n, HAK_HARDENED_BY_MALLOC, "realloc()");
+    if (p == NULL) return hak_h_malloc(n, HAK_HARDENED_BY_MALLOC, HAK_H_OP_REALLOC);
     if (n == 0) { hak_hardened_free(p, "realloc()", false, 0, false); return NULL; }   /* as glibc */
     size_t slot = hak_h_slot(p, "realloc()"), old;
     if (slot == 0) {   /* malloc(0)'s, a guarded or a glibc block (moved), or misuse (reported) */
@@ -634,7 +646,7 @@ void *hak_hardened_realloc(void *p, size_t n) {
             return p;
         }
     }
-    void *q = hak_h_malloc(n, HAK_HARDENED_BY_MALLOC, "realloc()");
+    void *q = hak_h_malloc(n, HAK_HARDENED_BY_MALLOC, HAK_H_OP_REALLOC);
     if (!q) return NULL;
     memcpy(q, p, old < n ? old : n);
     hak_hardened_free(p, "realloc()", false, 0, false);   /* (slot 0: hak_free_inline's) */

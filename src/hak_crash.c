@@ -5,7 +5,9 @@
  * on top of whatever the program had installed before.  Costs nothing on the
  * fast paths and next to nothing at start-up.  The handler calls only
  * async-signal-safe functions (write, open, lseek, read, close, sigaction,
- * pthread_sigmask, raise, siglongjmp) and never allocates.  Each report
+ * pthread_sigmask, raise, siglongjmp, prctl) and never allocates.  It opens
+ * no file under a seccomp filter (prctl(PR_GET_SECCOMP), asked at each
+ * report: a filter may kill on open); the frames then have no names.  Each report
  * ends with the stack of the faulting access, walked from the signal's
  * context, and a next step (hak_report_hooks.fault, hak_report.c).
  *  - A fault while a report walks a stack (hak_crash_walk_jmp set on this
@@ -55,6 +57,8 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -146,8 +150,23 @@ typedef struct hak_syms_s {
     ElfW(Shdr) sym, str;
 } hak_syms_t;
 
+/* May a report open files (a file's symbols, /proc/self/maps)?  Not under
+ * a seccomp filter, which may kill the process on open (hostile.seccomp.*:
+ * SIGSYS instead of the report's end and its re-raised fault): the report
+ * then goes on without names.  Asked at each report, one system call (a
+ * filter may come at any time).  A prctl that fails says nothing (qemu-user
+ * answers EINVAL: a64.crash.report), as for the statistics' RSS. */
+static bool hak_crash_may_open(void) {
+    int saved = errno;
+    long r = syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0);
+    errno = saved;
+    return r <= 0;
+}
+
 /* Open path's symbols; false (nothing left open) if it has none to read. */
 static bool hak_syms_open(hak_syms_t *t, const char *path) {
+    t->fd = -1;
+    if (!hak_crash_may_open()) return false;
     t->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (t->fd < 0) return false;
     ElfW(Shdr) sh;
@@ -352,7 +371,8 @@ void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact, bo
     hak_where_t w[HAK_FRAMES_MAX];
     if (n > HAK_FRAMES_MAX) n = HAK_FRAMES_MAX;
     for (unsigned k = 0; k < n; k++) w[k].file[0] = 0;
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    bool may_open = hak_crash_may_open();
+    int fd = may_open ? open("/proc/self/maps", O_RDONLY | O_CLOEXEC) : -1;
     if (fd >= 0) {
         char buf[1024];
         size_t have = 0;
@@ -370,9 +390,12 @@ void hak_crash_print_stack(void *const *frames, unsigned n, bool first_exact, bo
         }
         close(fd);
     }
-    if (n == 0) hak_message("hakmem:   (no stack: no unwinder; hakmem loads libgcc's at start-up unless "
-                            "HAKMEM_GUARD_SAMPLE=0 without a heap profile, and cannot in a fully static program "
-                            "or with libhakmem.a linked without libgcc_s)\n");
+    if (n == 0) hak_message("hakmem:   (no stack: hakmem's walk needs glibc's _dl_find_object (2.35 and later) "
+                            "and a dynamically linked program; on other architectures than x86-64 libgcc's "
+                            "unwinder, loaded only while something is sampled)\n");
+    if (n && !may_open)
+        hak_message("hakmem:   (frames not named: a seccomp filter is on, and naming them opens their files "
+                    "and /proc/self/maps; the addresses are this run's)\n");
     /* each frame's file and its address there (addr2line -e FILE ADDRESS);
      * with skip_own, the leading frames named as hakmem's functions left
      * out (hakmem linked into the program) */

@@ -40,12 +40,17 @@
 #   hardened         tests/test_hardened.c under the hardened library (its
 #                    programs: quarantine, canaries, huge reuse, fork, ...);
 #                    under seccomp one run per case without maps_bounded,
-#                    which reads /proc/self/maps itself, and far_writes, whose
-#                    faults are reported by the crash handler, which reads
-#                    /proc/self/maps for the mappings' names (the filter's
-#                    SIGSYS then ends the report, not the SIGSEGV it re-raises)
+#                    which reads /proc/self/maps itself (far_writes was left
+#                    out too: its children opened /dev/null, which the filter
+#                    kills; they close stderr now, and the crash handler opens
+#                    nothing under a seccomp filter)
 # None of these programs opens a file or execs after start-up (but
 # maps_bounded), so the filter kills only an open of hakmem's.
+#   report           (seccomp only) tests/test_misuse.c double_free under
+#                    each library, tests/test_guard.c overflow32 with every
+#                    block guarded: the report ends by SIGABRT or SIGSEGV, not
+#                    SIGSYS, and says its frames are not named (the crash
+#                    handler and the reports open no file under a filter)
 # An environment is first probed (build/tests/hostile --probe: /proc
 # absent, pids differing from /proc's, signals blocked, the limit in force;
 # an open after start-up dies by SIGSYS): a probe that finds it as wanted
@@ -76,10 +81,10 @@ H=$T/hostile
 SEC=$T/hostile_seccomp.so
 NOFILE=4
 need hostile.bins "$H" "$SEC" "$T/test_purger_exit" "$T/test_purger_join" "$T/test_fork_signal" \
-    "$T/test_stress" "$T/test_hardened" "$T/hang_blocked" "$REL_SO" "$DBG_SO" "$HRD_SO" || exit 1
+    "$T/test_stress" "$T/test_hardened" "$T/test_misuse" "$T/test_guard" "$T/hang_blocked" "$REL_SO" "$DBG_SO" "$HRD_SO" || exit 1
 
 # the hardened programs but the one that opens a file (seccomp)
-HARDENED_CASES=$(sed -n 's/^ *RUN_TEST(\([a-z_0-9]*\));.*/\1/p' tests/test_hardened.c | grep -vx -e maps_bounded -e far_writes)
+HARDENED_CASES=$(sed -n 's/^ *RUN_TEST(\([a-z_0-9]*\));.*/\1/p' tests/test_hardened.c | grep -vx -e maps_bounded)
 
 # launcher options of an environment (seccomp: none, the helper is preloaded)
 env_opts() {
@@ -161,6 +166,17 @@ for e in noproc pidns seccomp sigblock nofile; do
         for c in $HARDENED_CASES; do
             hrun $e hardened.$c hardened 30 -- "$T/test_hardened" -t $c
         done
+        # a misuse report and a guarded block's fault under the filter end by
+        # their own signal (SIGABRT, SIGSEGV), not by SIGSYS: a report opens
+        # no file there (no /proc/self/maps, no symbol table) and says that
+        # its frames are not named
+        for v in release debug hardened; do
+            case $v in release) so=$REL_SO ;; debug) so=$DBG_SO ;; hardened) so=$HRD_SO ;; esac
+            expect_report hostile.seccomp.report.double_free.$v 134 'frames not named: a seccomp filter is on' \
+                env LD_PRELOAD="$so $SEC" "$T/test_misuse" double_free
+        done
+        expect_report hostile.seccomp.report.guarded_overflow.release 139 'frames not named: a seccomp filter is on' \
+            env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$REL_SO $SEC" "$T/test_guard" overflow32
     else
         hrun $e hardened hardened 60 -- "$T/test_hardened"
     fi

@@ -536,8 +536,7 @@ static int far_write(size_t n, int before, int by_memcpy) {
     pid_t pid = chk_fork(30);
     if (pid < 0) return -1;
     if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 2);               /* (the crash report) */
+        close(2);   /* (any crash report; not by opening /dev/null: hostile.seccomp.* kills an open) */
         static char *v[64];
         int k = n <= 4096 ? 64 : n <= 65536 ? 24 : 3;
         for (int i = 0; i < k; i++) v[i] = malloc(n);

@@ -772,11 +772,15 @@ bool  hak_guard_report(const void *p, int part);
  * max), its depth in *depth, its size in *size; false if p is no sample or
  * the table is busy (hak_profile.c; never waits) */
 bool  hak_profile_sample_of(const void *p, void **frames, unsigned max, unsigned *depth, size_t *size);
-/* libgcc's unwinder, looked up at start-up only when heap profiles are on
- * (hak_unwind_load: libgcc_s is no link dependency, so a program that takes
- * no profile does not map it; returns why it failed, or NULL); the
- * pointers are NULL until then. */
-const char *hak_unwind_load(void);
+/* The stack walk's start-up (hak_unwind_load, the constructor only: it
+ * may take the loader's lock): _dl_find_object for hakmem's own walk, for
+ * every use; libgcc's unwinder only for heap profiles (and, on an
+ * architecture without hakmem's walk, for guarded sampling): libgcc_s is
+ * no link dependency, so a program that takes no profile does not map it.
+ * Returns why the walk cannot run, or NULL; the pointers are NULL until
+ * libgcc's is loaded. */
+enum { HAK_UNWIND_REPORTS, HAK_UNWIND_GUARD, HAK_UNWIND_PROFILE };
+const char *hak_unwind_load(int use);
 extern _Unwind_Reason_Code (*hak_gcc_backtrace)(_Unwind_Trace_Fn, void *);
 extern _Unwind_Ptr (*hak_gcc_get_ip)(struct _Unwind_Context *);
 void *hak_calloc_total(size_t total);               /* calloc, unsampled (hak_alloc_plain.c) */

@@ -26,7 +26,6 @@
  *  - The table is static (HAK_PROF_MAX samples); when it is full a sample is
  *    dropped and counted.  One mutex, held across fork (pthread_atfork). */
 #include "hak_internal.h"
-#include "hak_hardened.h"   /* HAK_HARDENED_ENABLED: reports want the unwinder */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -507,18 +506,17 @@ __attribute__((constructor(102))) static void hak_profile_constructor(void) {
     if (!hak_prof_on && ((path && *path) || hak_opt.leak_report))
         hak_message("hakmem: warning: HAKMEM_PROFILE_AT_EXIT and HAKMEM_LEAK_REPORT need HAKMEM_SAMPLE_BYTES > 0; "
                     "no profile is taken\n");
+    /* the stack walk: for reports of misuse (hak_report.c) in every
+     * dynamically linked program, whether or not anything is sampled --
+     * _dl_find_object only, no libgcc_s mapped -- and libgcc's walk besides
+     * for heap profiles (hak_unwind.c) */
+    hak_tls_in_prof = true;   /* dlopen and the unwinder's warm-up may allocate */
+    const char *why = hak_unwind_load(hak_prof_on ? HAK_UNWIND_PROFILE :
+                                      hak_prof_state == 2 ? HAK_UNWIND_GUARD : HAK_UNWIND_REPORTS);
     if (hak_prof_state != 2) {
-        /* the hardened build's reports of misuse have their stacks too
-         * (hak_report.c), whether or not anything is sampled */
-        if (HAK_HARDENED_ENABLED) {
-            hak_tls_in_prof = true;
-            (void)hak_unwind_load();
-            hak_tls_in_prof = false;
-        }
+        hak_tls_in_prof = false;
         return;
     }
-    hak_tls_in_prof = true;   /* dlopen and the unwinder's warm-up may allocate */
-    const char *why = hak_unwind_load();
     if (why) {
         /* heap profiles need the stacks; guarded blocks are kept without
          * them (said only when HAKMEM_GUARD_SAMPLE was set: it is on by

@@ -49,10 +49,15 @@
  *
  * libgcc's functions are weak references, not a link dependency: a program
  * that takes no heap profile does not map libgcc_s (96 KiB of RSS in a C
- * program that needs nothing else of it).  With profiles on, the
- * constructor (hak_profile.c) calls hak_unwind_load: the functions linked
- * in or already loaded (C++), else dlopen("libgcc_s.so.1") (hak_dlopen.c).
- * A fully static program gets no heap profile, and a warning. */
+ * program that needs nothing else of it).  The constructor (hak_profile.c)
+ * calls hak_unwind_load in every dynamically linked program: it looks up
+ * _dl_find_object and the objects never unloaded -- all that hakmem's walk
+ * needs, for misuse reports (hak_report.c) and guarded blocks (on by
+ * default) -- and only with heap profiles on (or on an architecture
+ * without hakmem's walk, when anything is sampled) libgcc's functions: the
+ * ones linked in or already loaded (C++), else dlopen("libgcc_s.so.1")
+ * (hak_dlopen.c).  A fully static program gets no stacks, and with
+ * profiles asked for a warning. */
 #include "hak_internal.h"
 #include <dlfcn.h>   /* _dl_find_object, struct dl_find_object (glibc 2.35) */
 #include <link.h>
@@ -208,25 +213,35 @@ static _Unwind_Reason_Code hak_gcc_warm_step(struct _Unwind_Context *ctx, void *
     return _URC_END_OF_STACK;
 }
 
-const char *hak_unwind_load(void) {
+const char *hak_unwind_load(int use) {
     if (!_DYNAMIC) return "not available in a fully static program";
-    void *bt = (void *)_Unwind_Backtrace, *ip = (void *)_Unwind_GetIP;
-    if (!bt || !ip) {
-        if (!hak_dlopen_unwinder) return "libhakmem.a linked without libgcc's unwinder";
-        const char *why = hak_dlopen_unwinder(&bt, &ip);
-        if (why) return why;
+#if !defined(__x86_64__)
+    if (use == HAK_UNWIND_REPORTS) return "no stack walk of hakmem's own on this architecture";
+    use = HAK_UNWIND_PROFILE;   /* libgcc's walk is the only one here */
+#endif
+    void *bt = NULL, *ip = NULL;
+    if (use == HAK_UNWIND_PROFILE) {
+        bt = (void *)_Unwind_Backtrace;
+        ip = (void *)_Unwind_GetIP;
+        if (!bt || !ip) {
+            if (!hak_dlopen_unwinder) return "libhakmem.a linked without libgcc's unwinder";
+            const char *why = hak_dlopen_unwinder(&bt, &ip);
+            if (why) return why;
+        }
+        hak_gcc_get_ip = (_Unwind_Ptr (*)(struct _Unwind_Context *))ip;
     }
-    hak_gcc_get_ip = (_Unwind_Ptr (*)(struct _Unwind_Context *))ip;
     if (hak_dlfo_load()) {
         hak_fixed_add(getauxval(AT_ENTRY));
         hak_fixed_add(getauxval(AT_BASE));
         hak_fixed_add((uintptr_t)getauxval);   /* (libc's) */
         hak_fixed_add((uintptr_t)hak_unwind);
     } else {
-        hak_message("hakmem: warning: this glibc has no _dl_find_object (2.35 and later have it): "
-                    "heap profile samples and guarded blocks are recorded without their stacks\n");
+        if (use != HAK_UNWIND_REPORTS)
+            hak_message("hakmem: warning: this glibc has no _dl_find_object (2.35 and later have it): "
+                        "heap profile samples and guarded blocks are recorded without their stacks\n");
         return NULL;
     }
+    if (use != HAK_UNWIND_PROFILE) return NULL;   /* hakmem's walk alone: libgcc_s not mapped */
     /* libgcc's walk only if it cannot take the loader's lock (above) */
     hak_obj_t o;
     if (hak_object_imports(bt, "dl_iterate_phdr") || !hak_obj_find((uintptr_t)bt, &o)) return NULL;

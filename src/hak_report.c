@@ -26,9 +26,10 @@
  *    report goes on with the frames walked so far;
  *  - a report within a report on the same thread (a misuse found while
  *    reporting one, a fault in the report) prints its first line only.
- * Without the unwinder (it is loaded at start-up when guarded sampling or
- * heap profiles are on, in a dynamically linked program) a stack is empty
- * and says why.  The frames are printed by hak_crash_print_stack: each
+ * Without a walk (x86-64: _dl_find_object, looked up at start-up in a
+ * dynamically linked program; elsewhere libgcc's, loaded only when
+ * something is sampled) a stack is empty and says why.  Under a seccomp
+ * filter the frames are not named (hak_crash.c opens no file there).  The frames are printed by hak_crash_print_stack: each
  * with its function (the file's symbols), its file and the address in it
  * that addr2line takes. */
 #include "hak_internal.h"
@@ -45,8 +46,9 @@ static uintptr_t hak_report_lo, hak_report_hi;   /* libhakmem.so's code: its fra
  * caller's; hakmem's own leading frames left out (libhakmem.so's by
  * address here; linked into the program, by name when printed).  A fault in the walk ends
  * it with the frames walked so far (*faulted says so). */
-static unsigned hak_report_walk(void **frames, unsigned max, const void *ctx, bool *faulted) {
-    for (unsigned i = 0; i < max; i++) frames[i] = NULL;
+/* The walk itself under the crash handler's jump (-1: it faulted); apart
+ * from the rest so that nothing else lives across sigsetjmp. */
+static __attribute__((noinline)) int hak_report_walk_caught(void **frames, unsigned max, const void *ctx) {
     sigjmp_buf env;
     void *outer = hak_crash_walk_jmp;
     volatile int n = -1;
@@ -60,6 +62,12 @@ static unsigned hak_report_walk(void **frames, unsigned max, const void *ctx, bo
         }
     }
     hak_crash_walk_jmp = outer;
+    return n;
+}
+
+static unsigned hak_report_walk(void **frames, unsigned max, const void *ctx, bool *faulted) {
+    for (unsigned i = 0; i < max; i++) frames[i] = NULL;
+    int n = hak_report_walk_caught(frames, max, ctx);
     unsigned got = 0;
     *faulted = n < 0;
     if (n >= 0) got = (unsigned)n;

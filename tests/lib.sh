@@ -90,6 +90,23 @@ pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; SUITE_STATUS=1; }
 skip() { echo "SKIP $1: $2"; }
 
+# report_ran NAME STATUS REGEX SECS RC OUT: the checks every misuse case
+# shares -- not timed out, exit status STATUS, the output matches REGEX;
+# prints the FAIL line and returns 1 when one fails.
+report_ran() {
+    local name=$1 want=$2 re=$3 secs=$4 rc=$5 out=$6
+    if timed_out "$rc"; then
+        fail "$name" "timed out after ${secs}s"
+    elif ((rc != want)); then
+        fail "$name" "exit status $rc, want $want; output: $(head -c 400 <<<"$out")"
+    elif ! grep -Eq -- "$re" <<<"$out"; then
+        fail "$name" "output lacks /$re/: $(head -c 400 <<<"$out")"
+    else
+        return 0
+    fi
+    return 1
+}
+
 # expect_report NAME STATUS REGEX CMD...: a misuse case.  Runs CMD (under a
 # limit of EXPECT_LIMIT seconds, default 30); passes when it exits with
 # STATUS (134: SIGABRT), its output matches REGEX (the report) and it did not
@@ -99,13 +116,8 @@ expect_report() {
     shift 3
     out=$(limit "$secs" "$@" 2>&1)
     rc=$?
-    if timed_out $rc; then
-        fail "$name" "timed out after ${secs}s"
-    elif ((rc != want)); then
-        fail "$name" "exit status $rc, want $want; output: $(head -c 300 <<<"$out")"
-    elif ! grep -Eq -- "$re" <<<"$out"; then
-        fail "$name" "output lacks /$re/: $(head -c 300 <<<"$out")"
-    elif grep -q SURVIVED <<<"$out"; then
+    report_ran "$name" "$want" "$re" "$secs" "$rc" "$out" || return 0
+    if grep -q SURVIVED <<<"$out"; then
         fail "$name" "program ran on after the misuse"
     else
         pass "$name"
@@ -124,16 +136,11 @@ expect_full() {
     shift 5
     out=$(limit "$secs" "$@" 2>&1)
     rc=$?
+    report_ran "$name" "$want" "$first" "$secs" "$rc" "$out" || return 0
     stack=$(awk '/^hakmem: .* called by thread [0-9]+ at:$|^hakmem: the bad access, by thread [0-9]+, at:$/ { on = 1; next }
                  on && /^hakmem:   / { print; next }
                  on { exit }' <<<"$out")
-    if timed_out $rc; then
-        fail "$name" "timed out after ${secs}s"
-    elif ((rc != want)); then
-        fail "$name" "exit status $rc, want $want; output: $(head -c 400 <<<"$out")"
-    elif ! grep -Eq -- "$first" <<<"$out"; then
-        fail "$name" "output lacks /$first/: $(head -c 400 <<<"$out")"
-    elif ! grep -Eq "^hakmem:   #[0-9]+ 0x[0-9a-f]+ $func\+0x[0-9a-f]+ \(" <<<"$stack"; then
+    if ! grep -Eq "^hakmem:   #[0-9]+ 0x[0-9a-f]+ $func\+0x[0-9a-f]+ \(" <<<"$stack"; then
         fail "$name" "the stack of the call does not name $func: $(head -c 900 <<<"$out")"
     elif ! grep -Eq -- "$block" <<<"$out"; then
         fail "$name" "output lacks the block /$block/: $(head -c 400 <<<"$out")"

@@ -155,6 +155,8 @@ typedef struct hakmem_stats_s {
     uint64_t segments_cached;   /* segments in the segment cache */
     uint64_t huge_cached;       /* mappings in the huge cache */
     uint64_t huge_bytes_peak;   /* the most bytes of huge mappings in use at once */
+    uint64_t mprotect_calls;    /* mprotect calls: a segment's reach, guarded sampling, the
+                                   hardened build's guards (the OS calls line) */
 } hakmem_stats_t;
 
 /* Fill the first size bytes of *out (pass sizeof *out: a program built

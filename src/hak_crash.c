@@ -26,7 +26,11 @@
  *    underflow or use after free, with the block, the faulting access's
  *    stack and the block's, printed by hak_crash_print_stack, which names
  *    each frame's function from its file's symbol table and its address in
- *    the file); then as above, the fault runs again.
+ *    the file); then as above, the fault runs again.  So are a SIGSEGV on a
+ *    block of malloc(0) (hak_crash_zero_region) and one in a segment past
+ *    its reach, where no page lies yet (hak_crash_unreached, hak_segment.c:
+ *    a far write or read), each with the faulting access's stack and a
+ *    next step.
  *  - Any other SIGSEGV/SIGBUS -- a fault in the program's own code, or a
  *    signal sent with kill(), raise(), pthread_kill() or sigqueue() (si_code
  *    <= 0: there is nothing to re-execute) -- gets the previous disposition's
@@ -90,7 +94,22 @@ static bool hak_crash_zero(const void *addr, const void *ctx) {
     hak_message("hakmem: SIGSEGV: access to a block of size 0 (malloc(0), calloc(0, n), realloc(NULL, 0), "
                 "new T[0], ...), which has no bytes: fault address %p, block %p\n",
                 addr, (void *)((uintptr_t)addr & ~(uintptr_t)15));
-    if (hak_report_hooks.fault) hak_report_hooks.fault(ctx, false);
+    if (hak_report_hooks.fault) hak_report_hooks.fault(ctx, HAK_FAULT_ZERO);
+    return true;
+}
+
+/* A fault in a segment past its reach (hak_segment.c, "reach"): no page has
+ * lain there yet, so the access was meant for a block far from it -- an
+ * index off by a great deal, or a pointer that is not one. */
+bool (*hak_crash_unreached)(const void *addr, uintptr_t *seg, size_t *reach);   /* hak_internal.h */
+static bool hak_crash_far(const void *addr, const void *ctx) {
+    uintptr_t seg;
+    size_t reach;
+    if (!hak_crash_unreached || !hak_crash_unreached(addr, &seg, &reach)) return false;
+    hak_message("hakmem: SIGSEGV: access to %p, %zu KiB into hakmem's segment %p, past the first %zu KiB where its "
+                "pages lie (no block lies there): a write or read far past or before a heap block, or a wild "
+                "pointer\n", addr, (size_t)(((uintptr_t)addr - seg) >> 10), (void *)seg, reach >> 10);
+    if (hak_report_hooks.fault) hak_report_hooks.fault(ctx, HAK_FAULT_FAR);
     return true;
 }
 
@@ -457,7 +476,7 @@ static bool hak_crash_report(int sig, const siginfo_t *si, const void *ctx) {
     hak_message("hakmem: %s registers: pc %p (library offset %p), sp %p\n", HAK_ARCH_NAME,
                 (void *)pc, (void *)(pc - hak_bias), (void *)sp);
     hak_message("hakmem: this usually means heap corruption: a write past a block, or a use after free\n");
-    if (hak_report_hooks.fault) hak_report_hooks.fault(ctx, true);
+    if (hak_report_hooks.fault) hak_report_hooks.fault(ctx, HAK_FAULT_ALLOCATOR);
     return true;
 }
 
@@ -481,7 +500,8 @@ static void hak_crash_handler(int sig, siginfo_t *si, void *ctx) {
     /* a fault in the guarded region (hak_guard.c), whoever's code made it;
      * else one in hakmem's code */
     bool guarded = fault && sig == SIGSEGV &&
-                   (hak_crash_zero(si->si_addr, ctx) || (hak_crash_explain && hak_crash_explain(si->si_addr, ctx)));
+                   (hak_crash_zero(si->si_addr, ctx) || (hak_crash_explain && hak_crash_explain(si->si_addr, ctx)) ||
+                    hak_crash_far(si->si_addr, ctx));
     if (guarded || (fault && ctx && hak_crash_report(sig, si, ctx))) {
         /* the previous disposition gets the re-executed fault */
         if (old->sa_handler == SIG_IGN) hak_crash_set(sig, SIG_DFL);

@@ -203,10 +203,15 @@ size_t hak_vformat_to(char *buf, size_t cap, const char *fmt, __builtin_va_list 
  *           was sampled or guarded, the next step;
  *   fault:  after a fault's first lines (hak_crash.c): the stack of the
  *           faulting access from the signal's context ctx, the next step
- *           (in_allocator: the fault came from hakmem's code). */
+ *           for its kind (HAK_FAULT_*). */
+enum {
+    HAK_FAULT_ALLOCATOR,   /* the fault came from hakmem's code */
+    HAK_FAULT_ZERO,        /* a touch of a block of malloc(0) */
+    HAK_FAULT_FAR,         /* an access past a segment's reach: a far write or read */
+};
 typedef struct hak_report_hooks_s {
     void (*misuse)(const char *op, const void *p);
-    void (*fault)(const void *ctx, bool in_allocator);
+    void (*fault)(const void *ctx, int kind);
 } hak_report_hooks_t;
 extern hak_report_hooks_t hak_report_hooks;
 
@@ -215,6 +220,11 @@ void hak_crash_install(void);                  /* hak_crash.c */
  * function that explains a fault at an address of its region (true: it did),
  * ctx the signal's context (ucontext_t); async-signal-safe. */
 extern bool (*hak_crash_explain)(const void *addr, const void *ctx);
+/* The other crash hook: the segments (hak_segment.c) register a function
+ * that says whether addr lies in a segment past its reach (the part no page
+ * has reached yet: no-access), and gives the segment and its reach;
+ * async-signal-safe (no lock: a look at the region map and the header). */
+extern bool (*hak_crash_unreached)(const void *addr, uintptr_t *seg, size_t *reach);
 /* A report's stack walk sets it to its sigjmp_buf (hak_report.c): a fault
  * while it is set jumps there instead of being reported (a stack the walk
  * misread), and clears it. */
@@ -240,7 +250,7 @@ size_t hak_foreign_usable(const void *p);      /* glibc block's usable size, or 
 
 /* ---- stats (hak_stats.c) ---- */
 typedef struct hak_counters_s {
-    _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
+    _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls, mprotect_calls;
     _Atomic uint64_t segments_in_use, segments_peak, huge_in_use, huge_peak;
     _Atomic uint64_t bytes_mapped, bytes_mapped_peak;
     /* bytes of those mappings known not to be resident: page slots never

@@ -272,16 +272,22 @@ void hak_os_decommit(void *p, size_t size) {
     errno = saved;
 }
 
-/* A guard: [p, p + size) (page-aligned) faults on any access (the hardened
- * build's guard pages, hak_segment.c and hak_huge.c). */
+/* A guard: [p, p + size) (page-aligned) faults on any access (a segment's
+ * part past its reach and the hardened build's guard pages, hak_segment.c;
+ * huge blocks' guards, hak_huge.c; guarded sampling's slots, hak_guard.c);
+ * unguard makes it readable and writable again.  mprotect, counted; false
+ * if the kernel refused (ENOMEM at the map count limit, EPERM from a
+ * seccomp filter): then nothing changed. */
 bool hak_os_guard(void *p, size_t size) {
     int saved = errno;
+    hak_count(mprotect_calls);
     bool ok = mprotect(p, size, PROT_NONE) == 0;
     errno = saved;
     return ok;
 }
 bool hak_os_unguard(void *p, size_t size) {
     int saved = errno;
+    hak_count(mprotect_calls);
     bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
     errno = saved;
     return ok;

@@ -168,15 +168,23 @@ static void hak_report_misuse(const char *op, const void *p) {
 /* The faulting access's stack (hak_guard.c's explanation, and below). */
 void hak_report_fault_stack(const void *ctx) { hak_report_stack(NULL, ctx); }
 
-/* hak_report_hooks.fault: a fault in hakmem's code, or on a block of
- * malloc(0) (hak_crash.c) */
-static void hak_report_fault(const void *ctx, bool in_allocator) {
+/* hak_report_hooks.fault: a fault in hakmem's code, on a block of
+ * malloc(0), or in a segment past its reach (hak_crash.c) */
+static void hak_report_fault(const void *ctx, int kind) {
     if (!ctx || hak_reporting) return;
     hak_reporting = 1;   /* (a program's own handler may go on after the fault: cleared below) */
     hak_report_fault_stack(ctx);
-    if (in_allocator) hak_report_next(false);
-    else hak_message("hakmem: next: the first frame above touched a block of size 0; give the block the bytes "
-                     "the program uses (addr2line -f -i -e FILE ADDRESS gives a frame's source line)\n");
+    if (kind == HAK_FAULT_ALLOCATOR) hak_report_next(false);
+    else if (kind == HAK_FAULT_ZERO)
+        hak_message("hakmem: next: the first frame above touched a block of size 0; give the block the bytes "
+                    "the program uses (addr2line -f -i -e FILE ADDRESS gives a frame's source line)\n");
+    else if (HAK_HARDENED_ENABLED)
+        hak_message("hakmem: next: the first frame above made the bad access: look for an index or a length far "
+                    "out of bounds there (addr2line -f -i -e FILE ADDRESS gives a frame's source line)\n");
+    else
+        hak_message("hakmem: next: the first frame above made the bad access: look for an index or a length far "
+                    "out of bounds there (addr2line -f -i -e FILE ADDRESS gives a frame's source line); hakmem run "
+                    "--hardened checks every copy (memcpy, memset, strcpy, ...) against the block it writes to\n");
     hak_reporting = 0;
 }
 

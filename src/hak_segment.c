@@ -86,6 +86,79 @@ static unsigned hak_span_need(const hak_segment_t *seg, unsigned i, size_t bsize
     return (unsigned)n;
 }
 
+/* ---- reach ----
+ * A far write -- an index off by a million, p[1 << 20] -- lands 1 MiB from
+ * its block, in another page slot of the same 4 MiB segment.  So a segment
+ * is accessible only up to its reach: a fresh one in its first 256 KiB (its
+ * header and first pages), the rest no-access (one mprotect); when a page
+ * is to lie past the reach, the reach doubles (to the power of two that
+ * holds the page: one mprotect adding access, which merges the range into
+ * the accessible part -- one mapping, not one per slot -- and needs no TLB
+ * shootdown), so a segment filled to its end took 5 mprotect calls in its
+ * life, and a far write faults while the segment is not filled that far
+ * (slots are handed out from the low end).  The reach never shrinks: a
+ * cached segment keeps it, and whoever takes it next -- an adopted heap, a
+ * new thread's, another kind's -- pays no system call for it
+ * (docs/design.md, "Far writes: a segment's reach").
+ * If the kernel refuses the first mprotect (the map count limit, a
+ * seccomp filter), the segment is all accessible, as before; if it refuses
+ * a growth, the rest is opened whole (one mprotect that splits no mapping),
+ * else mapped over afresh (mmap MAP_FIXED: the rest was never accessible,
+ * it holds nothing); only when both are refused does the page allocation
+ * fail (ENOMEM).
+ * The hardened build keeps its own layout instead: pages in the first MiB
+ * only, the rest no-access for good (HAK_HARDENED_USED, hak_segment_alloc). */
+#define HAK_REACH_FIRST ((size_t)256 << 10)
+_Static_assert((HAK_REACH_FIRST & (HAK_REACH_FIRST - 1)) == 0 && HAK_REACH_FIRST >= 2 * HAK_SLICE_SIZE,
+               "the reach doubles; it holds the header's slice and a page after it");
+
+/* The crash report's question (hak_crash_unreached, in a signal handler: no
+ * lock): does addr lie in a segment of pages past its reach? */
+static bool hak_segment_unreached(const void *addr, uintptr_t *base, size_t *reach) {
+    uint16_t tag = hak_segmap_get_acquire(addr);
+    if (tag == HAK_TAG_NONE || tag == HAK_TAG_INVALID || (tag & HAK_TAG_BACK)) return false;
+    const hak_segment_t *seg = hak_segment_of(addr);   /* (its header slice is always accessible) */
+    if (seg->kind == HAK_PAGE_HUGE) return false;
+    size_t r = __atomic_load_n(&seg->reach, __ATOMIC_RELAXED), off = (size_t)((uintptr_t)addr - (uintptr_t)seg);
+    if (r == 0 || off < r) return false;
+    *base = (uintptr_t)seg;
+    *reach = r;
+    return true;
+}
+
+/* A fresh segment's reach.  (The hardened build: its first MiB, where its
+ * pages lie, decommitted past it already by hak_segment_alloc.) */
+static void hak_segment_reach_fresh(hak_segment_t *seg) {
+    hak_crash_unreached = hak_segment_unreached;
+    if (HAK_HARDENED_ENABLED) { seg->reach = (uint32_t)HAK_HARDENED_USED; return; }
+    seg->reach = (uint32_t)HAK_SEGMENT_SIZE;
+    if (hak_os_guard((uint8_t *)seg + HAK_REACH_FIRST, HAK_SEGMENT_SIZE - HAK_REACH_FIRST))
+        seg->reach = (uint32_t)HAK_REACH_FIRST;
+}
+
+static HAK_NOINLINE bool hak_segment_reach_grow(hak_segment_t *seg, size_t need) {
+    size_t to = seg->reach;
+    if (seg->kind == HAK_PAGE_LARGE) to = hak_round_up(need, HAK_SLICE_SIZE);   /* a span's end */
+    while (to < need) to <<= 1;
+    if (to > HAK_SEGMENT_SIZE) to = HAK_SEGMENT_SIZE;
+    uint8_t *at = (uint8_t *)seg + seg->reach;
+    size_t rest = HAK_SEGMENT_SIZE - seg->reach;
+    if (!hak_os_unguard(at, to - seg->reach)) {
+        to = HAK_SEGMENT_SIZE;
+        if (!hak_os_unguard(at, rest) && !hak_os_commit(at, rest)) return false;
+    }
+    seg->reach = (uint32_t)to;
+    return true;
+}
+
+/* [seg, end) accessible (slot lock held): false if the kernel refused
+ * (nothing changed then) */
+static inline bool hak_segment_open(hak_segment_t *seg, const uint8_t *end) {
+    size_t need = (size_t)(end - (const uint8_t *)seg);
+    if (hak_likely(need <= seg->reach)) return true;
+    return hak_segment_reach_grow(seg, need);
+}
+
 /* fresh: the segment comes straight from the OS, its header already zero
  * (not written: a new thread's first segment touches only the header's
  * pages it uses) */
@@ -94,7 +167,9 @@ static void hak_segment_format(hak_segment_t *seg, hak_page_kind_t kind, bool fr
     unsigned shift = large ? HAK_SLICE_SHIFT : hak_kind_shift(kind);
     /* (the hardened build: pages in the first MiB only, HAK_HARDENED_USED) */
     unsigned count = HAK_HARDENED_ENABLED ? (unsigned)(HAK_HARDENED_USED >> shift) : 1u << (HAK_SEGMENT_SHIFT - shift);
+    uint32_t reach = seg->reach;                /* (what the memory is, not the kind) */
     if (!fresh) memset(seg, 0, hak_segment_header_size(count));
+    seg->reach = reach;
     seg->kind = (uint8_t)kind;
     seg->page_shift = (uint8_t)shift;
     seg->page_count = (uint16_t)count;
@@ -144,6 +219,8 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
          * overflows fault there; HAK_HARDENED_USED) */
         if (HAK_HARDENED_ENABLED)
             hak_os_decommit((uint8_t *)seg + HAK_HARDENED_USED, HAK_SEGMENT_SIZE - HAK_HARDENED_USED);
+        /* the release build: no-access past its first 256 KiB (its reach) */
+        hak_segment_reach_fresh(seg);
     }
     if (state == HAK_CACHED_SAME) {
         seg->next = seg->prev = NULL;
@@ -326,6 +403,7 @@ static hak_page_t *hak_span_find(hak_heap_t *heap, unsigned cls, uint64_t now) {
         if (heap->kept_count != kept) found = hak_span_best(heap, cls, &seg, &head, &at, &need);
     }
     if (!found) return NULL;
+    if (!hak_segment_open(seg, (uint8_t *)seg + ((size_t)(at + need) << HAK_SLICE_SHIFT))) return NULL;
     hak_span_take(heap, seg, head, at, need, now);
     return &seg->pages[at];
 }
@@ -392,7 +470,8 @@ bool hak_segment_span_grow(hak_heap_t *heap, hak_page_t *page, unsigned cls) {
         hak_slots_lock(heap);
         /* a page its class keeps empty there goes back first */
         if (next < HAK_SEG_SLICES(seg) && seg->pages[next].in_use) hak_kept_drop_locked(heap, &seg->pages[next]);
-        bool ok = next < HAK_SEG_SLICES(seg) && !seg->pages[next].in_use && page->span + seg->pages[next].span >= need;
+        bool ok = next < HAK_SEG_SLICES(seg) && !seg->pages[next].in_use && page->span + seg->pages[next].span >= need &&
+                  hak_segment_open(seg, (uint8_t *)seg + ((size_t)(head + need) << HAK_SLICE_SHIFT));
         if (ok) {
             unsigned more = need - page->span;
             hak_span_take(heap, seg, next, next, more, now);
@@ -463,6 +542,7 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
             if (!seg) { hak_slots_unlock(heap); return NULL; }
             hak_seglist_push(heap, seg);
             page = hak_span_find(heap, cls, now);
+            if (!page) { hak_slots_unlock(heap); return NULL; }   /* (no reach: the kernel refused) */
         }
         seg = hak_segment_of(page);
         seg->used_pages++;
@@ -500,6 +580,9 @@ hak_page_t *hak_segment_page_alloc(hak_heap_t *heap, unsigned cls) {
         }
         if (dirty) page = dirty;
         if (HAK_DEBUG_ENABLED && !page) hak_fatal("hak_segment_page_alloc", "segment in free list has no free page", seg);
+        size_t len;
+        uint8_t *area = hak_segment_page_area(seg, page, &len);
+        if (!hak_segment_open(seg, area + len)) { hak_slots_unlock(heap); return NULL; }   /* (ENOMEM) */
         seg->used_pages++;
         if (seg->used_pages == seg->page_count - seg->first_page) hak_seglist_remove(heap, seg);
         hak_purge_slot_taken(heap, seg, page, now);

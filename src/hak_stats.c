@@ -130,6 +130,7 @@ static void hak_stats_fill(hakmem_stats_t *out) {
     out->munmap_calls = HAK_LOAD(c->munmap_calls);
     out->madvise_calls = HAK_LOAD(c->madvise_calls);
     out->mremap_calls = HAK_LOAD(c->mremap_calls);
+    out->mprotect_calls = HAK_LOAD(c->mprotect_calls);
     out->segments_in_use = HAK_LOAD(c->segments_in_use);
     out->segments_peak = HAK_LOAD(c->segments_peak);
     out->huge_in_use = HAK_LOAD(c->huge_in_use);
@@ -372,9 +373,10 @@ static void hak_report(hak_sink_t *k) {
              (unsigned long)HAK_LOAD(hak_counters.heaps_reclaimed),
              (unsigned long)s.slow_allocs, (unsigned long)s.remote_frees,
              (unsigned long)s.remote_free_retries);
-    hak_line(k, "hakmem:   OS calls: mmap %lu, munmap %lu, madvise %lu, mremap %lu\n",
+    hak_line(k, "hakmem:   OS calls: mmap %lu, munmap %lu, madvise %lu, mremap %lu, mprotect %lu\n",
              (unsigned long)s.mmap_calls, (unsigned long)s.munmap_calls,
-             (unsigned long)s.madvise_calls, (unsigned long)s.mremap_calls);
+             (unsigned long)s.madvise_calls, (unsigned long)s.mremap_calls,
+             (unsigned long)s.mprotect_calls);
     hak_line(k, "hakmem:   mapped %lu KiB (peak %lu KiB), peak RSS %lu KiB\n",
              (unsigned long)(s.bytes_mapped >> 10), (unsigned long)(s.bytes_mapped_peak >> 10),
              (unsigned long)(s.rss_peak_bytes >> 10));

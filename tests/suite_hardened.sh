@@ -55,6 +55,10 @@ full quarantine report_quarantine "^hakmem: free\(\): write after free detected 
     report_churn "^hakmem: the block: $P, a small block of size class 80 bytes$"
 full reuse report_reuse "^hakmem: malloc\(\): write after free detected in the block it would return $P" \
     report_mallocs "^hakmem: the block: $P, a small block of size class 80 bytes$"
+# a far write faults past the segment's first MiB, where no page lies: the
+# crash handler's report (the faulting access's stack)
+expect_full hardened.report.far $SEGV "^hakmem: SIGSEGV: access to $P, [0-9]+ KiB into hakmem's segment $P, past the first 1024 KiB" \
+    report_write_far "where its pages lie \(no block lies there\)" env LD_PRELOAD="$HRD_SO" "$BIN" report_far
 expect huge_use_after_free huge_use_after_free $SEGV ""
 expect huge_guard_reused huge_guard_reused $SEGV ""
 expect double_free       double_free       $ABRT "^hakmem: free\(\): pointer already freed $P"

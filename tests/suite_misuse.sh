@@ -101,6 +101,9 @@ for v in release debug; do
     fi
     full zero report_zero $SEGV "^hakmem: SIGSEGV: access to a block of size 0" report_touch_zero \
         "access to a block of size 0 .*, block $P"
+    # a far write: past the part of its segment where pages lie (the reach)
+    full far report_far $SEGV "^hakmem: SIGSEGV: access to $P, [0-9]+ KiB into hakmem's segment $P, past the first" \
+        report_write_far "past the first 256 KiB where its pages lie"
     # a stack walk that faults on a corrupt frame (its CFA 1 MiB into a
     # no-access region) ends there, and the report goes on
     if [[ $(uname -m) == x86_64 ]]; then

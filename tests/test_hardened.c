@@ -41,6 +41,7 @@ static int evict(void *p, size_t n) {
 REPORT_FN void report_free_block(void *p) { free(p); NO_TAIL(); }
 REPORT_FN void report_mallocs(size_t n) { for (int i = 0; i < 100000; i++) sink = malloc(n); NO_TAIL(); }
 REPORT_FN void report_churn(size_t n) { for (int i = 0; i < 100000; i++) free(malloc(n)); NO_TAIL(); }
+REPORT_FN void report_write_far(volatile char *p, size_t i) { p[i] = 1; NO_TAIL(); }
 
 static int misuse(const char *c) {
     if (!strcmp(c, "overflow_canary")) {          /* one byte into the canary */
@@ -137,6 +138,9 @@ static int misuse(const char *c) {
         if (!evict(p, 64)) { printf("never left the quarantine\n"); return 3; }
         p[40] = 'x';
         report_mallocs(64);
+    } else if (!strcmp(c, "report_far")) {       /* 1 MiB past a block: past the segment's first MiB */
+        volatile char *p = malloc(100); sink = (void *)p;
+        report_write_far(p, 100 + ((size_t)1 << 20));
     } else if (!strcmp(c, "huge_use_after_free")) {  /* cached, but out of reach */
         char *p = malloc((size_t)3 << 20); sink = p;
         free(p);

@@ -112,6 +112,7 @@ REPORT_FN void report_free_interior(char *p) { free(p + 16); NO_TAIL(); }
 REPORT_FN void *report_sampled_alloc(size_t n) { void *p = malloc(n); NO_TAIL(); return p; }
 REPORT_FN void report_malloc_corrupt(void) { for (int i = 0; i < 1000; i++) sink = malloc(48); NO_TAIL(); }
 REPORT_FN int report_touch_zero(volatile char *p) { int v = p[0]; NO_TAIL(); return v; }
+REPORT_FN void report_write_far(volatile char *p, size_t i) { p[i] = 1; NO_TAIL(); }
 static void cxx_delete_sized(void *p, size_t n);
 REPORT_FN void report_delete_sized(void *p, size_t n) { cxx_delete_sized(p, n); NO_TAIL(); }
 
@@ -499,6 +500,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c, "report_zero")) {
         volatile char *p = malloc(0); sink = (void *)p;
         printf("SURVIVED %d\n", report_touch_zero(p));
+    } else if (!strcmp(c, "report_far")) {     /* 1 MiB past a block, past its segment's reach */
+        volatile char *p = malloc(100); sink = (void *)p;
+        report_write_far(p, 100 + ((size_t)1 << 20));
     } else if (!strcmp(c, "report_walk_faults")) {
         return report_walk_faults();
     } else if (!strcmp(c, "ok")) {

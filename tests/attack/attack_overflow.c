@@ -2,13 +2,18 @@
  * start, then frees and allocates around it; and a string that runs off
  * its block.
  *   attack_overflow over|under store|memcpy BYTES SIZE
- *   attack_overflow over|under memcpy|memset|strcpy BYTES SIZE nofree
+ *   attack_overflow over|under store|memcpy|memset|strcpy BYTES SIZE nofree
+ *   attack_overflow far|farunder store|memcpy SIZE
  *   attack_overflow string SIZE
  * nofree: the write, and nothing after it (no free, no allocation): caught
- * only at the copy itself.  The memcpy and memset write BYTES bytes at the
- * block's end (over) or BYTES bytes before it (under); strcpy copies a
- * string of SIZE + BYTES - 1 characters into the block (over), or one of
- * BYTES - 1 characters BYTES bytes before it (under).
+ * only at the write itself (a guard page, or a checked copy).  The byte
+ * stores, the memcpy and the memset write BYTES bytes at the block's end
+ * (over) or BYTES bytes before it (under); strcpy copies a string of
+ * SIZE + BYTES - 1 characters into the block (over), or one of BYTES - 1
+ * characters BYTES bytes before it (under).
+ * far: one far write, a byte (or 32 bytes by memcpy) 1 MiB past the
+ * block's end, or 1 MiB and 32 bytes before its start; then the frees and
+ * allocations around it.
  * Caught: the program stops before "SURVIVED" (for string: strlen stops at
  * the block's end, or the read faults).
  */
@@ -20,7 +25,12 @@
 
 static char source[MIB];   /* what memcpy writes (0x41 bytes) */
 
-static void overflow(int under, int by_memcpy, int nofree, size_t k, size_t n)
+/* how: STORE, MEMCPY, MEMSET or STRCPY; far: 1 = 1 MiB past the end, -1 =
+ * 1 MiB (and 32 bytes) before the start, 0 = k bytes from the end on (or up
+ * to the start) */
+enum { STORE, MEMCPY, MEMSET, STRCPY };
+
+static void overflow(int under, int how, int nofree, size_t k, size_t n, int far)
 {
     char *nb[2 * NEIGHBOURS], *p;
     /* neighbours on both sides, half of them freed, so the write lands on
@@ -44,11 +54,18 @@ static void overflow(int under, int by_memcpy, int nofree, size_t k, size_t n)
     memset(p, 2, n);
 
     volatile char *dst = under ? p - k : p + n;
+    if (far) {
+        k = how == MEMCPY ? 32 : 1;
+        dst = far > 0 ? p + n + MIB : p - MIB - 32;
+    }
     if (nofree) {
-        if (by_memcpy == 1) {
+        if (how == STORE) {
+            for (size_t i = 0; i < k; i++)
+                dst[i] = 0x41;
+        } else if (how == MEMCPY) {
             memset(source, 0x41, k);
             memcpy((char *)dst, source, k);
-        } else if (by_memcpy == 2) {
+        } else if (how == MEMSET) {
             memset((char *)dst, 0x41, k);
         } else {   /* the string's NUL is the last byte written */
             size_t len = under ? k - 1 : n + k - 1;
@@ -61,7 +78,7 @@ static void overflow(int under, int by_memcpy, int nofree, size_t k, size_t n)
         }
         return;
     }
-    if (by_memcpy) {
+    if (how == MEMCPY) {
         memset(source, 0x41, k);
         memcpy((char *)dst, source, k);
     } else {
@@ -107,18 +124,24 @@ int main(int argc, char **argv)
     if (argc == 3 && !strcmp(argv[1], "string")) {
         string_overflow(attack_size_arg(argc, argv, 2));
     }
+    if (argc == 4 && (!strcmp(argv[1], "far") || !strcmp(argv[1], "farunder"))) {
+        int how = !strcmp(argv[2], "memcpy") ? MEMCPY : !strcmp(argv[2], "store") ? STORE : -1;
+        if (how < 0)
+            attack_setup_failed("usage: attack_overflow far|farunder store|memcpy SIZE");
+        overflow(0, how, 0, 0, attack_size_arg(argc, argv, 3), !strcmp(argv[1], "far") ? 1 : -1);
+        attack_survived();
+    }
     if (argc < 5)
         attack_setup_failed("usage: attack_overflow over|under store|memcpy BYTES SIZE");
     int under = !strcmp(argv[1], "under");
     int nofree = argc > 5 && !strcmp(argv[5], "nofree");
-    int by_memcpy = !strcmp(argv[2], "memcpy") ? 1 : !strcmp(argv[2], "memset") ? 2 : 0;
-    if (!by_memcpy && strcmp(argv[2], "store") && !(nofree && !strcmp(argv[2], "strcpy")))
-        attack_setup_failed("usage: attack_overflow over|under store|memcpy BYTES SIZE, or memcpy|memset|strcpy ... nofree");
-    if (by_memcpy == 2 && !nofree)
-        attack_setup_failed("memset: nofree only");
+    int how = !strcmp(argv[2], "store") ? STORE : !strcmp(argv[2], "memcpy") ? MEMCPY
+            : !strcmp(argv[2], "memset") ? MEMSET : !strcmp(argv[2], "strcpy") ? STRCPY : -1;
+    if (how < 0 || (!nofree && how != STORE && how != MEMCPY))
+        attack_setup_failed("usage: attack_overflow over|under store|memcpy BYTES SIZE, or store|memcpy|memset|strcpy ... nofree");
     size_t k = attack_size_arg(argc, argv, 3), n = attack_size_arg(argc, argv, 4);
     if (k > MIB)
         attack_setup_failed("at most 1 MiB");
-    overflow(under, by_memcpy, nofree, k, n);
+    overflow(under, how, nofree, k, n, 0);
     attack_survived();
 }

@@ -10,6 +10,11 @@
  *                 pointer: "SURVIVED" when a whole word of it is still there
  *   zero_on_malloc  fill, free, allocate the size again: "SURVIVED" when the
  *                 new block shows a whole word of the secret
+ *   zero_after_reuse  fill many blocks of the size (4,096, or 16 above 4 KiB),
+ *                 free them all, allocate 64 (or 16) again: "SURVIVED" when a
+ *                 new block holds any byte that is not zero -- the last
+ *                 owner's data, or the allocator's own words (a free-list
+ *                 link is a heap address)
  *   reuse         free then allocate the size: "SURVIVED" when the same
  *                 address comes back
  * Caught: the program stops before "SURVIVED" (a fault on the read counts).
@@ -71,6 +76,33 @@ int main(int argc, char **argv)
             attack_say("the new block shows none of the secret\n");
             return 0;
         }
+    } else if (!strcmp(c, "zero_after_reuse")) {
+        enum { MANY = 4096 };
+        static unsigned char *v[MANY];
+        size_t k = n <= 4096 ? MANY : 16, again = k < 64 ? k : 64;
+        free((void *)p);
+        for (size_t i = 0; i < k; i++) {
+            if (!(v[i] = malloc(n)))
+                attack_setup_failed("malloc");
+            memset(v[i], 0xab, n);
+        }
+        for (size_t i = 0; i < k; i++)
+            free(v[i]);
+        size_t dirty = 0;
+        for (size_t i = 0; i < again; i++) {
+            volatile unsigned char *q = malloc(n);
+            if (!q)
+                attack_setup_failed("malloc");
+            size_t j = 0;
+            while (j < n && q[j] == 0)
+                j++;
+            dirty += j < n;
+        }
+        if (dirty == 0) {
+            attack_say("every new block is zero\n");
+            return 0;
+        }
+        attack_say("%zu of %zu new blocks not zero\n", dirty, again);
     } else if (!strcmp(c, "reuse")) {
         free((void *)p);
         void *q = malloc(n);

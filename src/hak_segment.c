@@ -91,12 +91,15 @@ static unsigned hak_span_need(const hak_segment_t *seg, unsigned i, size_t bsize
  * its block, in another page slot of the same 4 MiB segment.  So a segment
  * is accessible only up to its reach: a fresh one in its first 256 KiB (its
  * header and first pages), the rest no-access (one mprotect); when a page
- * is to lie past the reach, the reach doubles (to the power of two that
- * holds the page: one mprotect adding access, which merges the range into
- * the accessible part -- one mapping, not one per slot -- and needs no TLB
- * shootdown), so a segment filled to its end took 5 mprotect calls in its
- * life, and a far write faults while the segment is not filled that far
- * (slots are handed out from the low end).  The reach never shrinks: a
+ * is to lie past the reach, the reach grows by one mprotect adding access,
+ * which merges the range into the accessible part -- one mapping, not one
+ * per slot -- and needs no TLB shootdown.  A small or medium segment's
+ * reach doubles (to the power of two that holds the page: a segment filled
+ * to its end took 5 mprotect calls in its life); a large segment's goes to
+ * the new span's end (a span holds 256 KiB of blocks or more: at most 16
+ * calls), so the slices past its last span stay no-access.  A far write
+ * faults while the segment is not filled that far (slots and spans are
+ * handed out from the low end).  The reach never shrinks: a
  * cached segment keeps it, and whoever takes it next -- an adopted heap, a
  * new thread's, another kind's -- pays no system call for it
  * (docs/design.md, "Far writes: a segment's reach").

@@ -268,10 +268,11 @@ typedef struct hak_segment_s {
     uint32_t clean_kb;               /* KiB of its slots counted in hak_counters.bytes_clean:
                                         never touched since formatted, or purged (hak_purge.h) */
     uint32_t reach;                  /* the segment's bytes from its start that are
-                                        accessible: a power of two from 256 KiB up, or all of
-                                        it; the rest is no-access until a page first lies there
-                                        (hak_segment_open; a far write faults); kept while
-                                        cached, whatever kind it is formatted for next */
+                                        accessible (whole slices, 256 KiB at least; the
+                                        hardened build: its first MiB); the rest is no-access
+                                        until a page first lies there (hak_segment_open; a far
+                                        write faults); kept while cached, whatever kind it is
+                                        formatted for next */
     hak_page_t pages[];              /* page_count descriptors */
 } hak_segment_t;
 

@@ -89,8 +89,9 @@ static unsigned hak_span_need(const hak_segment_t *seg, unsigned i, size_t bsize
 /* ---- reach ----
  * A far write -- an index off by a million, p[1 << 20] -- lands 1 MiB from
  * its block, in another page slot of the same 4 MiB segment.  So a segment
- * is accessible only up to its reach: a fresh one in its first 256 KiB (its
- * header and first pages), the rest no-access (one mprotect); when a page
+ * is accessible only up to its reach: a fresh one as far as its first page
+ * needs, 256 KiB at least (its header and first pages), the rest no-access
+ * (one mprotect, when that page is taken); when a page
  * is to lie past the reach, the reach grows by one mprotect adding access,
  * which merges the range into the accessible part -- one mapping, not one
  * per slot -- and needs no TLB shootdown.  A small or medium segment's
@@ -129,21 +130,25 @@ static bool hak_segment_unreached(const void *addr, uintptr_t *base, size_t *rea
     return true;
 }
 
-/* A fresh segment's reach.  (The hardened build: its first MiB, where its
- * pages lie, decommitted past it already by hak_segment_alloc.) */
+/* A fresh segment's reach: 0, all accessible but not yet guarded -- its
+ * first page (the same call's) sets it, with the guard of the rest, in one
+ * mprotect.  (The hardened build: its first MiB, where its pages lie,
+ * decommitted past it already by hak_segment_alloc.) */
 static void hak_segment_reach_fresh(hak_segment_t *seg) {
     hak_crash_unreached = hak_segment_unreached;
-    if (HAK_HARDENED_ENABLED) { seg->reach = (uint32_t)HAK_HARDENED_USED; return; }
-    seg->reach = (uint32_t)HAK_SEGMENT_SIZE;
-    if (hak_os_guard((uint8_t *)seg + HAK_REACH_FIRST, HAK_SEGMENT_SIZE - HAK_REACH_FIRST))
-        seg->reach = (uint32_t)HAK_REACH_FIRST;
+    seg->reach = HAK_HARDENED_ENABLED ? (uint32_t)HAK_HARDENED_USED : 0;
 }
 
 static HAK_NOINLINE bool hak_segment_reach_grow(hak_segment_t *seg, size_t need) {
-    size_t to = seg->reach;
+    size_t to = seg->reach ? seg->reach : HAK_REACH_FIRST;
     if (seg->kind == HAK_PAGE_LARGE) to = hak_round_up(need, HAK_SLICE_SIZE);   /* a span's end */
     while (to < need) to <<= 1;
     if (to > HAK_SEGMENT_SIZE) to = HAK_SEGMENT_SIZE;
+    if (seg->reach == 0) {   /* the first page of a fresh segment: no-access past it */
+        bool ok = to < HAK_SEGMENT_SIZE && hak_os_guard((uint8_t *)seg + to, HAK_SEGMENT_SIZE - to);
+        seg->reach = (uint32_t)(ok ? to : HAK_SEGMENT_SIZE);   /* (refused: all accessible) */
+        return true;
+    }
     uint8_t *at = (uint8_t *)seg + seg->reach;
     size_t rest = HAK_SEGMENT_SIZE - seg->reach;
     if (!hak_os_unguard(at, to - seg->reach)) {
@@ -222,7 +227,7 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
          * overflows fault there; HAK_HARDENED_USED) */
         if (HAK_HARDENED_ENABLED)
             hak_os_decommit((uint8_t *)seg + HAK_HARDENED_USED, HAK_SEGMENT_SIZE - HAK_HARDENED_USED);
-        /* the release build: no-access past its first 256 KiB (its reach) */
+        /* the release build: no-access past its first page (its reach) */
         hak_segment_reach_fresh(seg);
     }
     if (state == HAK_CACHED_SAME) {

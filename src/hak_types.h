@@ -268,7 +268,8 @@ typedef struct hak_segment_s {
     uint32_t clean_kb;               /* KiB of its slots counted in hak_counters.bytes_clean:
                                         never touched since formatted, or purged (hak_purge.h) */
     uint32_t reach;                  /* the segment's bytes from its start that are
-                                        accessible (whole slices, 256 KiB at least; the
+                                        accessible (whole slices, 256 KiB at least; 0: fresh,
+                                        all accessible until its first page sets it; the
                                         hardened build: its first MiB); the rest is no-access
                                         until a page first lies there (hak_segment_open; a far
                                         write faults); kept while cached, whatever kind it is

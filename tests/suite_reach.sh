@@ -8,6 +8,8 @@
 #       threads that start and end pay no mprotect; mprotect refused (EPERM,
 #       ENOMEM, or with mmap MAP_FIXED too, by a seccomp filter) and the map
 #       count limit give working blocks or NULL with ENOMEM, never a crash
+#   reach.guarded.*    the refusals with every block guarded
+#       (HAKMEM_GUARD_SAMPLE=1: guarded sampling's mprotect calls refused too)
 #   reach.hardened.*   the far writes (the hardened build's own layout: pages
 #       in a segment's first MiB) and the refusals
 #   reach.glibc.*      the refusals under glibc's malloc: the test itself is
@@ -24,6 +26,11 @@ if need reach.release "$BIN" "$REL_SO"; then
 fi
 if need reach.debug "$BIN" "$DBG_SO"; then
     run_bin reach.debug 120 env HAKMEM_GUARD_SAMPLE=0 LD_PRELOAD="$DBG_SO" "$BIN" -p reach.debug --expect-hakmem
+fi
+if need reach.guarded "$BIN" "$REL_SO"; then
+    for t in denied_eperm denied_enomem denied_both; do
+        run_bin reach.guarded.$t 120 env HAKMEM_GUARD_SAMPLE=1 LD_PRELOAD="$REL_SO" "$BIN" -p reach.guarded -t $t --expect-hakmem
+    done
 fi
 if need reach.hardened "$BIN" "$HRD_SO"; then
     for t in far_writes denied_eperm denied_enomem denied_both map_limit; do

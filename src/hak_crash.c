@@ -105,7 +105,8 @@ bool (*hak_crash_unreached)(const void *addr, uintptr_t *seg, size_t *reach);   
 static bool hak_crash_far(const void *addr, const void *ctx) {
     uintptr_t seg;
     size_t reach;
-    if (!hak_crash_unreached || !hak_crash_unreached(addr, &seg, &reach)) return false;
+    bool (*unreached)(const void *, uintptr_t *, size_t *) = __atomic_load_n(&hak_crash_unreached, __ATOMIC_RELAXED);
+    if (!unreached || !unreached(addr, &seg, &reach)) return false;
     hak_message("hakmem: SIGSEGV: access to %p, %zu KiB into hakmem's segment %p, past the first %zu KiB where its "
                 "pages lie (no block lies there): a write or read far past or before a heap block, or a wild "
                 "pointer\n", addr, (size_t)(((uintptr_t)addr - seg) >> 10), (void *)seg, reach >> 10);

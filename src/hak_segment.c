@@ -135,7 +135,7 @@ static bool hak_segment_unreached(const void *addr, uintptr_t *base, size_t *rea
  * mprotect.  (The hardened build: its first MiB, where its pages lie,
  * decommitted past it already by hak_segment_alloc.) */
 static void hak_segment_reach_fresh(hak_segment_t *seg) {
-    hak_crash_unreached = hak_segment_unreached;
+    __atomic_store_n(&hak_crash_unreached, hak_segment_unreached, __ATOMIC_RELAXED);   /* (any thread's) */
     seg->reach = HAK_HARDENED_ENABLED ? (uint32_t)HAK_HARDENED_USED : 0;
 }
 

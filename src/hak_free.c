@@ -137,7 +137,6 @@ HAK_INLINE unsigned hak_rslot_index(const hak_heap_t *owner) {
     return (unsigned)(((uintptr_t)owner >> 12) * 0x9e3779b97f4a7c15u >> 62) & (HAK_RB_SLOTS - 1);
 }
 _Static_assert(HAK_RB_SLOTS == 4, "hak_rslot_index takes two bits");
-#define HAK_RB_CLASS_MAX 31u   /* hak_size_class(HAK_RB_SIZE_MAX) */
 
 /* Hand slot s's batch to its owner with one CAS.  The slot is cleared
  * first and self->rsending names the batch meanwhile: a fork that catches
@@ -291,6 +290,9 @@ static HAK_NOINLINE void hak_heap_process_batches(hak_heap_t *heap) {
                 if (used == 0) hak_page_retire(page);
             }
         }
+        /* the hardened build hands a freed block out again only with its
+         * bytes past the first 16 zero (hak_hardened.c) */
+        if (HAK_HARDENED_ENABLED) memset((uint8_t *)rb + 16, 0, HAK_RB_BYTES - 16);
         hak_segment_t *bseg = hak_segment_of(rb);
         hak_page_t *bpage = hak_page_of(bseg, rb);
         hak_free_remote_cas(bseg->heap, bpage, (hak_block_t *)rb, self);

@@ -170,6 +170,7 @@ struct hak_segment_s;
 #define HAK_RB_SLOTS 4
 #define HAK_RB_CAP 62
 #define HAK_RB_SIZE_MAX 1024
+#define HAK_RB_CLASS_MAX 31u   /* hak_size_class(HAK_RB_SIZE_MAX) (unit_blocktest checks it) */
 typedef struct hak_rbatch_s {
     struct hak_rbatch_s *next;           /* the owner's xbatches stack */
     uint32_t count;                      /* pointers in blocks[] */

@@ -280,8 +280,11 @@ static HAK_NOINLINE void hak_heap_process_batches(hak_heap_t *heap) {
             if (hak_unlikely(b->key == page->free_key) && hak_block_confirm_free(seg, page, b, "free()"))
                 hak_fatal("free()", "double free (found when its owner took the batch of remote frees) of", b);
 #endif
-            /* hak_free_local, its rare cases out of line */
+            /* hak_free_local, its rare cases out of line (the key word the
+             * freeing thread wrote already) */
+#ifdef HAK_RB_NO_KEY
             b->key = page->local_key;
+#endif
             b->next = page->local_free;
             page->local_free = b;
             uint32_t used = --page->used;

@@ -128,73 +128,9 @@ static HAK_NOINLINE void hak_free_remote_slow(hak_heap_t *owner, hak_page_t *pag
             atomic_load_explicit(&self->st_cas_retries, memory_order_relaxed) + retries, memory_order_relaxed);
 }
 
-/* ---- batched remote frees (hak_types.h, hak_rbatch_t) ---- */
-
-/* The slot of self->rout[] that batches for owner use: a hash of the heap's
- * address (heaps are page-aligned), so that the freeing thread reads no
- * line of the owner's heap. */
-HAK_INLINE unsigned hak_rslot_index(const hak_heap_t *owner) {
-    return (unsigned)(((uintptr_t)owner >> 12) * 0x9e3779b97f4a7c15u >> 62) & (HAK_RB_SLOTS - 1);
-}
-_Static_assert(HAK_RB_SLOTS == 4, "hak_rslot_index takes two bits");
-
-/* Hand slot s's batch to its owner with one CAS.  The slot is cleared
- * first and self->rsending names the batch meanwhile: a fork that catches
- * the thread here leaves the heap to hak_fork_settle's judgement. */
-static HAK_NOINLINE void hak_rbatch_send(hak_heap_t *self, hak_rslot_t *s) {
-    hak_rbatch_t *rb = s->rb;
-    hak_heap_t *owner = s->owner;
-    self->rsending = rb;
-    rb->count = s->n;
-    s->owner = NULL;
-    s->rb = NULL;
-    s->n = 0;
-    hak_rbatch_t *head = atomic_load_explicit(&owner->xbatches, memory_order_relaxed);
-    do { rb->next = head; } while (!atomic_compare_exchange_weak_explicit(&owner->xbatches, &head, rb,
-                                                memory_order_release, memory_order_relaxed));
-    self->rsending = NULL;
-    /* an owner that has ended (its heap abandoned, on the same line as
-     * xbatches) would take the batch only when a thread adopts or sweeps
-     * its heap: apply it now, as a sweep does */
-    int st = HAK_HEAP_ABANDONED;
-    if (hak_unlikely(atomic_load_explicit(&owner->state, memory_order_relaxed) == HAK_HEAP_ABANDONED) &&
-        atomic_compare_exchange_strong_explicit(&owner->state, &st, HAK_HEAP_BUSY,
-                                                memory_order_acquire, memory_order_relaxed)) {
-        hak_heap_process_delayed(owner);
-        atomic_store_explicit(&owner->state, HAK_HEAP_ABANDONED, memory_order_release);
-    }
-}
-
-/* Send every open batch of heap (its thread's slow path, collect, exit; a
- * sweeper or an adopter for a heap whose thread is gone). */
-void hak_rbatch_flush(hak_heap_t *heap) {
-    for (unsigned i = 0; i < HAK_RB_SLOTS; i++)
-        if (heap->rout[i].owner) hak_rbatch_send(heap, &heap->rout[i]);
-}
-
-/* Open a batch for owner in slot s (sending the batch that held it), with
- * b as its first block.  False: b is not batched (a public heap's block, or
- * no memory for a batch) and takes the unbatched remote free. */
-static bool hak_rbatch_open(hak_heap_t *self, hak_rslot_t *s, hak_heap_t *owner, hak_block_t *b) {
-    /* a public heap may be destroyed with its remote frees unapplied
-     * (docs/heaps.md): its blocks go the unbatched way */
-    if (owner->pub_magic) return false;
-    if (s->owner) hak_rbatch_send(self, s);
-    int saved = errno;   /* free() leaves errno alone */
-    hak_rbatch_t *rb = hak_heap_malloc_inline(self, HAK_RB_BYTES);
-    errno = saved;
-    if (!rb) return false;
-    if (s->owner) hak_rbatch_send(self, s);   /* (the malloc's slow path sends none, but be sure) */
-    rb->blocks[0] = b;
-    s->owner = owner;
-    s->rb = rb;
-    s->n = 1;
-    return true;
-}
-
-/* The unbatched remote free in a straight line: a thread with a heap, a
+/* Remote free, the common case in a straight line: a thread with a heap, a
  * page not marked full, one CAS. */
-HAK_INLINE void hak_free_remote_cas(hak_heap_t *owner, hak_page_t *page, hak_block_t *b, hak_heap_t *self) {
+HAK_INLINE void hak_free_remote(hak_heap_t *owner, hak_page_t *page, hak_block_t *b, hak_heap_t *self) {
     if (hak_likely(self != &hak_heap_empty)) {
         unsigned cls = page->class_idx;
         b->key = page->free_key;
@@ -208,104 +144,20 @@ HAK_INLINE void hak_free_remote_cas(hak_heap_t *owner, hak_page_t *page, hak_blo
     hak_free_remote_slow(owner, page, b, self);
 }
 
-/* A batchable remote free whose slot holds no batch for its owner. */
-static HAK_NOINLINE void hak_free_remote_open(hak_heap_t *owner, hak_page_t *page, hak_block_t *b,
-                                              hak_heap_t *self, hak_rslot_t *s) {
-    if (hak_rbatch_open(self, s, owner, b)) {
-        hak_stat_inc(self->st_remote[page->class_idx]);
-        if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[page->class_idx]);
-        return;
-    }
-    hak_free_remote_cas(owner, page, b, self);
-}
-
-/* Remote free, the common case in a straight line: a thread with a heap, a
- * small block, its pointer appended to the open batch for the owner (no
- * write into the block, no atomic); every other case in a tail call. */
-HAK_INLINE void hak_free_remote(hak_heap_t *owner, hak_page_t *page, hak_block_t *b, hak_heap_t *self,
-                                bool batch) {
-    unsigned cls = page->class_idx;
-    if (batch && hak_likely(cls <= HAK_RB_CLASS_MAX) && hak_likely(self != &hak_heap_empty)) {
-        hak_rslot_t *s = &self->rout[hak_rslot_index(owner)];
-#ifndef HAK_RB_NO_KEY
-        b->key = page->free_key;   /* the one word written: a second free is seen at once */
-#endif
-        if (hak_likely(s->owner == owner)) {
-            uint32_t n = s->n;
-            s->rb->blocks[n] = b;
-            s->n = n + 1;
-            hak_stat_inc(self->st_remote[cls]);
-            if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[cls]);
-            if (hak_unlikely(n + 1 == HAK_RB_CAP)) hak_rbatch_send(self, s);
-            return;
-        }
-        hak_free_remote_open(owner, page, b, self, s);
-        return;
-    }
-    hak_free_remote_cas(owner, page, b, self);
-}
-
 /* Free a validated block of a non-huge page: locally when this thread's
  * heap owns its segment, remotely otherwise. */
-HAK_INLINE void hak_free_block(hak_segment_t *seg, hak_page_t *page, hak_block_t *b, bool batch) {
+HAK_INLINE void hak_free_block(hak_segment_t *seg, hak_page_t *page, hak_block_t *b) {
     hak_heap_t *self = hak_tls.heap, *owner = seg->heap;
     if (owner == self) {
         if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[page->class_idx]);
         hak_free_local(self, page, b);
     } else {
-        hak_free_remote(owner, page, b, self, batch);
-    }
-}
-
-/* Apply the batches other threads sent heap: each block a local free, after
- * the double-free check the freeing thread did not make (a block freed twice
- * into batches, or freed by the owner too, holds the page's key by now).
- * Each batch, a block of its sender's heap, goes back with an unbatched
- * remote free -- a push onto its page's list even when this thread is the
- * sender (a sweeper's), which changes none of its own queues. */
-static HAK_NOINLINE void hak_heap_process_batches(hak_heap_t *heap) {
-    hak_rbatch_t *rb = atomic_exchange_explicit(&heap->xbatches, NULL, memory_order_acquire);
-    hak_heap_t *self = hak_tls.heap;
-    while (rb) {
-        hak_rbatch_t *next = rb->next;
-        for (uint32_t i = 0; i < rb->count; i++) {
-            hak_block_t *b = rb->blocks[i];
-            hak_segment_t *seg = hak_segment_of(b);
-            hak_page_t *page = hak_page_of(seg, b);
-            if (hak_unlikely(seg->heap != heap)) {   /* cannot happen: segments of thread heaps stay */
-                if (seg->heap && page->in_use) hak_free_block(seg, page, b, false);
-                continue;
-            }
-#ifdef HAK_RB_NO_KEY
-            if (hak_unlikely(b->key == page->free_key) && hak_block_confirm_free(seg, page, b, "free()"))
-                hak_fatal("free()", "double free (found when its owner took the batch of remote frees) of", b);
-#endif
-            /* hak_free_local, its rare cases out of line (the key word the
-             * freeing thread wrote already) */
-#ifdef HAK_RB_NO_KEY
-            b->key = page->local_key;
-#endif
-            b->next = page->local_free;
-            page->local_free = b;
-            uint32_t used = --page->used;
-            if (hak_unlikely(used == 0 || (page->flags & HAK_PAGE_IN_FULL))) {
-                if (page->flags & HAK_PAGE_IN_FULL) hak_page_unfull(heap, page);
-                if (used == 0) hak_page_retire(page);
-            }
-        }
-        /* the hardened build hands a freed block out again only with its
-         * bytes past the first 16 zero (hak_hardened.c) */
-        if (HAK_HARDENED_ENABLED) memset((uint8_t *)rb + 16, 0, HAK_RB_BYTES - 16);
-        hak_segment_t *bseg = hak_segment_of(rb);
-        hak_page_t *bpage = hak_page_of(bseg, rb);
-        hak_free_remote_cas(bseg->heap, bpage, (hak_block_t *)rb, self);
-        rb = next;
+        hak_free_remote(owner, page, b, self);
     }
 }
 
 /* Apply the remote frees that came in while their pages were full. */
 void hak_heap_process_delayed(hak_heap_t *heap) {
-    if (atomic_load_explicit(&heap->xbatches, memory_order_relaxed)) hak_heap_process_batches(heap);
     if (!atomic_load_explicit(&heap->xdelayed, memory_order_relaxed)) return;
     hak_block_t *b = atomic_exchange_explicit(&heap->xdelayed, NULL, memory_order_acquire);
     while (b) {
@@ -315,7 +167,7 @@ void hak_heap_process_delayed(hak_heap_t *heap) {
         if (hak_likely(seg->heap == heap)) hak_free_local(heap, page, b);
         /* a remote freer read the owner before hakmem_heap_delete moved the
          * page to another heap: free it there (if the page still lives) */
-        else if (seg->heap && page->in_use) hak_free_block(seg, page, b, false);
+        else if (seg->heap && page->in_use) hak_free_block(seg, page, b);
         b = next;
     }
 }
@@ -392,12 +244,6 @@ HAK_NOINLINE bool hak_block_confirm_free(hak_segment_t *seg, hak_page_t *page, c
         if (found == 0) found = hak_list_holds(page, page->local_free, b, cap);
         if (found == 0) found = hak_list_holds(page, HAK_TF_LIST(tf), b, HAK_TF_COUNT(tf));
         if (found == 0) found = hak_delayed_holds(owner, b);
-        /* a block of a batched class may be in another thread's batch of
-         * remote frees (hak_rbatch_t), which it marked free: the key alone
-         * decides, as it does in any thread but the owner */
-#ifndef HAK_RB_NO_KEY
-        if (found == 0 && page->class_idx <= HAK_RB_CLASS_MAX && !owner->pub_magic) found = 1;
-#endif
     }
     hak_slots_unlock(owner);
     if (found < 0) hak_fatal(op, "heap corrupted (a free list was overwritten) at block", b);
@@ -475,7 +321,7 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
     if (hak_page_has_canary(page)) hak_large_check(page, b, "free()");   /* before the block goes back */
     /* a heap profile's sample: out of the profile before the block can be reused */
     if (HAK_RELAXED(page->flags) & HAK_PAGE_SAMPLED) hak_sampled_freed(p);
-    hak_free_block(seg, page, b, false);
+    hak_free_block(seg, page, b);
 }
 
 /* ---- the two entries from the fast path ---- */
@@ -483,7 +329,7 @@ static HAK_NOINLINE void hak_free_checked(void *p) {
 /* The region map says the block is this thread's, but the fast path's tests
  * failed: a page with flags (full, aligned blocks), or misuse. */
 void hak_free_local_slow(hak_page_t *page, void *p) {
-    if (hak_likely(hak_free_quick(page, p))) hak_free_block(hak_segment_of(p), page, p, false);
+    if (hak_likely(hak_free_quick(page, p))) hak_free_block(hak_segment_of(p), page, p);
     else hak_free_checked(p);
 }
 
@@ -492,7 +338,7 @@ void hak_free_local_slow(hak_page_t *page, void *p) {
  * when that heap has no fast-path tag. */
 void hak_free_slow(void *p) {
     hak_page_t *page = hak_quick_page(p);
-    if (hak_likely(page != NULL)) hak_free_block(hak_segment_of(p), page, p, true);
+    if (hak_likely(page != NULL)) hak_free_block(hak_segment_of(p), page, p);
     else hak_free_checked(p);
 }
 

@@ -374,8 +374,7 @@ uint64_t hak_thread_id(void) {
 /* Collect every page of heap: apply delayed and remote frees, give empty
  * pages back to their segments, move full pages that gained space back. */
 void hak_heap_collect(hak_heap_t *heap, bool force_purge) {
-    hak_rbatch_flush(heap);          /* its batches of remote frees for other heaps */
-    hak_heap_process_delayed(heap);  /* (with the batches other heaps sent it) */
+    hak_heap_process_delayed(heap);
     for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
         hak_page_t *page = heap->queues[c].first;
         while (page) {
@@ -546,11 +545,6 @@ static bool hak_fork_heap_ok(const hak_heap_t *h) {
     /* a thread the fork left behind was inside the heap's free-slot
      * bookkeeping (hak_purge.c): the lock stays taken in the child forever */
     if (atomic_load_explicit(&h->slot_lock, memory_order_relaxed)) return false;
-    /* ... or sending a batch of remote frees (hak_rbatch_send): it is on
-     * its way or not, and nothing tells which */
-    if (h->rsending) return false;
-    for (unsigned i = 0; i < HAK_RB_SLOTS; i++)
-        if (!h->rout[i].owner != !h->rout[i].rb || h->rout[i].n > HAK_RB_CAP) return false;
     /* bounds every walk: a list cut and rejoined by an operation in progress
      * could be a cycle */
     size_t budget = (size_t)atomic_load_explicit(&hak_counters.segments_in_use, memory_order_relaxed) *

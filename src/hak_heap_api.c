@@ -345,36 +345,6 @@ static bool hak_walk_mark(const hak_page_t *page, const hak_block_t *b, uint32_t
     return true;
 }
 
-/* Mark the blocks of an array (a batch of remote frees) that lie in page. */
-static void hak_walk_mark_array(const hak_page_t *page, hak_block_t *const *b, uint32_t n, uint32_t cap,
-                                uint64_t *bits) {
-    for (uint32_t k = 0; k < n; k++) {
-        uintptr_t off = (uintptr_t)b[k] - (uintptr_t)page->start;
-        if (off >= (uintptr_t)cap * page->block_size) continue;
-        size_t i = off / page->block_size;
-        bits[i >> 6] |= (uint64_t)1 << (i & 63);
-    }
-}
-
-/* Batches of remote frees (hak_rbatch_t, hak_free.c): the blocks of page in
- * a batch -- sent to a heap, or still filled by one -- are free, and so is
- * the batch itself (a block of its sender's heap) if page holds it.  Read
- * only (hakmem_visit needs quiescence). */
-static void hak_walk_mark_batch(const hak_page_t *page, const hak_rbatch_t *rb, uint32_t n, uint32_t cap,
-                                uint64_t *bits) {
-    hak_walk_mark_array(page, rb->blocks, n < HAK_RB_CAP ? n : HAK_RB_CAP, cap, bits);
-    hak_block_t *self = (hak_block_t *)rb;
-    hak_walk_mark_array(page, &self, 1, cap, bits);
-}
-static void hak_walk_mark_batches(const hak_page_t *page, uint32_t cap, uint64_t *bits) {
-    for (const hak_heap_t *h = atomic_load_explicit(&hak_heaps_all, memory_order_acquire); h; h = h->next_all) {
-        for (const hak_rbatch_t *rb = atomic_load_explicit(&h->xbatches, memory_order_acquire); rb; rb = rb->next)
-            hak_walk_mark_batch(page, rb, rb->count, cap, bits);
-        for (unsigned i = 0; i < HAK_RB_SLOTS; i++)
-            if (h->rout[i].owner && h->rout[i].rb) hak_walk_mark_batch(page, h->rout[i].rb, h->rout[i].n, cap, bits);
-    }
-}
-
 /* Every live block of page (of heap owner): the carved blocks that are on
  * none of its free lists -- free, local_free, the remote list and, for a full
  * page, the owner's delayed list.  Returns the callback's nonzero answer. */
@@ -397,8 +367,6 @@ static int hak_walk_page(hak_heap_t *owner, hak_page_t *page, hak_walk_t *w) {
     if ((page->flags & (HAK_PAGE_IN_FULL | HAK_PAGE_SAMPLED)) &&   /* (a sampled page: NOTIFY too) */
         !hak_walk_mark(page, atomic_load_explicit(&owner->xdelayed, memory_order_acquire), cap, bits, true))
         return 0;
-    if (owner && !owner->pub_magic && page->class_idx <= HAK_RB_CLASS_MAX)
-        hak_walk_mark_batches(page, cap, bits);   /* (a batch is a block of 512 bytes: of a batched class) */
     bool aligned = page->flags & HAK_PAGE_HAS_ALIGNED;
     for (uint32_t i = 0; i < cap; i++) {
         if (bits[i >> 6] & ((uint64_t)1 << (i & 63))) continue;

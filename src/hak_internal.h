@@ -381,8 +381,7 @@ void  hak_free_local_slow(hak_page_t *page, void *p); /* region map: this thread
 /* a sized operator delete's size against p's block; fatal if no allocation
  * of n bytes (n-aligned: aligned) could have returned p (hak_free.c) */
 void hak_check_delete_size(const void *p, size_t n, bool aligned);
-void  hak_heap_process_delayed(hak_heap_t *heap);   /* and the batches sent to heap */
-void  hak_rbatch_flush(hak_heap_t *heap);           /* send heap's open batches (hak_rbatch_t) */
+void  hak_heap_process_delayed(hak_heap_t *heap);
 hak_block_t *hak_block_in(hak_segment_t *seg, const void *p, const char *op, hak_page_t **page_out);
 /* Is block b of page (in seg) free?  The one test behind every report of a
  * freed block (free, realloc, hakmem_heap_realloc, hak_block_in): its key,

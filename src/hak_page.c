@@ -364,9 +364,6 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
         if (at && seq - at <= HAK_LARGE_CYCLE && !hak_large_cycling(heap, cls))
             __atomic_fetch_or(&heap->large_cycling[cls >> 6], (uint64_t)1 << (cls & 63), __ATOMIC_RELAXED);
     }
-    /* this thread's slow path: its open batches of remote frees go now */
-    for (unsigned i = 0; i < HAK_RB_SLOTS; i++)
-        if (heap->rout[i].owner) { hak_rbatch_flush(heap); break; }
     hak_heap_process_delayed(heap);
     hak_page_queue_t *q = &heap->queues[cls];
     /* Reuse freed blocks of any page before carving fresh memory from one:
@@ -433,8 +430,7 @@ HAK_INLINE hak_block_t **hak_medium_list(hak_page_t *page) {
  * since collecting those is hak_find_page's job. */
 HAK_INLINE bool hak_nothing_to_collect(const hak_heap_t *heap, hak_page_t *page) {
     return atomic_load_explicit(&page->xthread_free, memory_order_relaxed) == 0 &&
-           atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL &&
-           atomic_load_explicit(&heap->xbatches, memory_order_relaxed) == NULL;
+           atomic_load_explicit(&heap->xdelayed, memory_order_relaxed) == NULL;
 }
 
 /* The common refill of a page whose free list ran dry: this thread's own

@@ -155,37 +155,6 @@ _Static_assert(HAK_ADDRESS_BITS <= HAK_TF_COUNT_SHIFT, "block addresses fit belo
 struct hak_heap_s;
 struct hak_segment_s;
 
-/* Batched remote frees (hak_free.c, docs/design.md "Remote frees in
- * batches").  A thread that frees a small block (at most HAK_RB_SIZE_MAX
- * bytes) of another thread's heap writes nothing into the block: it appends
- * the pointer to its open batch for that heap, one of HAK_RB_SLOTS slots in
- * its own heap (rout[]), and hands the whole batch over with one CAS onto
- * the owner's xbatches stack when it holds HAK_RB_CAP pointers, when the
- * slot is needed for another owner, at the freeing thread's next malloc
- * slow path (hak_find_page), at hakmem_collect and at its exit.  The owner
- * (or whoever collects its heap) applies a batch as local frees at its own
- * slow path, checking each block for a double free there.  A batch is a
- * block of HAK_RB_BYTES of the sender's own heap; the owner frees it back
- * with an ordinary (unbatched) remote free. */
-#define HAK_RB_SLOTS 4
-#define HAK_RB_CAP 62
-#define HAK_RB_SIZE_MAX 1024
-#define HAK_RB_CLASS_MAX 31u   /* hak_size_class(HAK_RB_SIZE_MAX) (unit_blocktest checks it) */
-typedef struct hak_rbatch_s {
-    struct hak_rbatch_s *next;           /* the owner's xbatches stack */
-    uint32_t count;                      /* pointers in blocks[] */
-    uint32_t pad;
-    struct hak_block_s *blocks[HAK_RB_CAP];
-} hak_rbatch_t;
-#define HAK_RB_BYTES sizeof(hak_rbatch_t)
-_Static_assert(sizeof(hak_rbatch_t) == 512, "a batch is one 512-byte block");
-/* one open batch: for owner, n pointers so far (owner NULL: the slot is free) */
-typedef struct hak_rslot_s {
-    struct hak_heap_s *owner;
-    hak_rbatch_t *rb;
-    uint32_t n;
-} hak_rslot_t;
-
 /* hak_page_t -- descriptor of one page, inside its segment's header.
  * Invariants (owner thread's view, between operations):
  *  - free, local_free are lists of blocks inside [start, start+capacity*block_size),
@@ -331,8 +300,6 @@ typedef struct hak_heap_s {
     hak_page_queue_t queues[HAK_CLASS_COUNT];
     hak_page_queue_t full;
     _Atomic(hak_block_t *) xdelayed;       /* remote frees into full pages */
-    _Atomic(hak_rbatch_t *) xbatches;      /* batches of remote frees other threads sent
-                                              (hak_rbatch_t), linked by next */
     _Atomic int state;
     struct hak_heap_s *next_all;           /* global list of every heap */
     _Atomic uint64_t abandoned_seq;        /* when its thread gave it up (a global count):
@@ -345,10 +312,6 @@ typedef struct hak_heap_s {
     uint16_t tag;                          /* region map tag of its segments */
     uint32_t purge_pending_bytes_k;        /* KiB in free page slots not yet purged */
     uint32_t kept_count;                   /* pages on kept[] (the owner peeks without the lock) */
-    /* the batches this heap's thread is filling for other heaps (hak_rbatch_t);
-     * rsending: the batch being sent, NULL between operations (fork) */
-    hak_rslot_t rout[HAK_RB_SLOTS];
-    hak_rbatch_t *rsending;
     /* statistics, written only by the owner (relaxed, no lock prefix; a
      * thread that only frees gets a heap on its first remote free) and summed
      * over all heaps by hakmem_stats_get(); the per-class arrays are at the

@@ -1,18 +1,23 @@
-/* test_rbatch.c -- batched remote frees (src/hak_free.c, hak_rbatch_t;
- * docs/design.md, "Remote frees in batches").
+/* test_remote.c -- remote frees: none is lost, a double free is reported
+ * (src/hak_free.c; docs/experiments.md, "Batched remote frees").
  *
- * usage: test_rbatch [-p PREFIX] [-t TEST]   the tests, PASS/FAIL lines
- *        test_rbatch misuse CASE             one misuse per run (suite_rbatch.sh
+ * usage: test_remote [-p PREFIX] [-t TEST]   the tests, PASS/FAIL lines
+ *        test_remote misuse CASE             one misuse per run (suite_remote.sh
  *                                            checks the report and SIGABRT;
  *                                            "SURVIVED": hakmem did not stop it)
- * A thread that frees a small block of another thread's heap puts the
- * pointer into a batch of its own and sends the batch later (at 62 blocks,
- * its next slow path, hakmem_collect, its exit).  The tests: a batch still
- * open when its thread exits, or when another thread forks, or when the
- * public heap whose blocks it would hold is destroyed, is never lost (nor
- * applied to memory that changed hands); a double free of a block waiting in
- * a batch is reported.  The hakmem_* names are weak: without hakmem preloaded
- * every test is skipped. */
+ * Written for batched remote frees (issue 39: a thread kept the pointers it
+ * freed into other heaps in batches and sent each batch later), measured
+ * and deleted; the tests stay as what any such design must keep: blocks a
+ * thread freed into another heap come back after the thread exits (exit), in
+ * a fork child (fork: frees by the forking thread and by another one), never
+ * into a public heap destroyed and made again meanwhile (destroy), and when
+ * six threads free each other's blocks (mixed); a double free of a block
+ * another thread freed is reported at once, by that thread or by the owner
+ * (misuse).  Each failed under the batched build with the matching piece
+ * left out (no send at exit, public heaps batched, no key written by the
+ * freeing thread).  The freeing thread has a heap of its own first: a
+ * thread without one takes a path of its own.  The hakmem_* names are
+ * weak: without hakmem preloaded every test is skipped. */
 #include "check.h"
 #include "hakmem.h"
 #include <malloc.h>
@@ -32,7 +37,7 @@
 
 #define NEED_HAKMEM() do { if (!hakmem_stats_get) SKIP_TEST("hakmem not preloaded"); } while (0)
 
-enum { NB = 40 };               /* blocks a thread frees: fewer than a batch holds (62) */
+enum { NB = 40 };               /* blocks a thread frees (fewer than a batch held) */
 static void *volatile sink;
 
 static uint64_t live_blocks(void) {
@@ -64,7 +69,7 @@ typedef struct {
 
 static void *freer_main(void *arg) {
     freer_t *f = arg;
-    void *volatile own = malloc(16);   /* a heap of its own: a thread without one frees unbatched */
+    void *volatile own = malloc(16);   /* a heap of its own (see the top) */
     free(own);
     for (int i = 0; i < f->n; i++) free(f->p[i]);
     if (f->twice) free(f->p[0]);
@@ -73,7 +78,7 @@ static void *freer_main(void *arg) {
     pthread_cond_broadcast(&f->cv);
     while (!f->go) pthread_cond_wait(&f->cv, &f->mu);
     pthread_mutex_unlock(&f->mu);
-    return NULL;   /* its exit handler sends what its batches hold */
+    return NULL;
 }
 static void freer_start(freer_t *f, pthread_t *t, void **p, int n) {
     memset(f, 0, sizeof *f);
@@ -94,9 +99,8 @@ static void freer_finish(freer_t *f, pthread_t t) {
     pthread_join(t, NULL);
 }
 
-/* A thread's open batch goes to the blocks' owner at the thread's exit: one
- * hakmem_collect of the owner then applies it, and the blocks no longer
- * count as live.  While the thread lives (and sends nothing), they do. */
+/* Blocks a thread freed into this thread's heap do not count as live once
+ * the thread has exited and this thread collected its heap. */
 static void test_exit(void) {
     NEED_HAKMEM();
     void *p[NB];
@@ -107,21 +111,16 @@ static void test_exit(void) {
     freer_t f;
     pthread_t t;
     freer_start(&f, &t, p, NB);
-    hakmem_collect();
-    uint64_t during = live_blocks();
     freer_finish(&f, t);
-    hakmem_collect();   /* this thread's own heap first: the batch it was sent */
+    hakmem_collect();   /* this thread's own heap first */
     uint64_t after = live_blocks();
-    CHECKF(during >= base + NB, "live %llu while the freeing thread lives, want >= %llu (blocks in its batch)",
-           (unsigned long long)during, (unsigned long long)(base + NB));
     CHECKF(after == base, "live %llu after its exit, want %llu", (unsigned long long)after,
            (unsigned long long)base);
 }
 
-/* fork while a thread holds an open batch of the forking thread's blocks,
- * and the forking thread one of that thread's blocks: in the child neither
- * batch is lost (two collects: the first sends them, the second applies
- * them).  The parent's go on as before. */
+/* fork just after a live thread freed the forking thread's blocks, and the
+ * forking thread blocks of an exited thread: in the child none of them
+ * counts as live after two collects.  The parent's go on as before. */
 static void *alloc_n(void *arg) {
     void **q = arg;
     for (int i = 0; i < NB; i++) q[i] = malloc(80);
@@ -139,7 +138,7 @@ static void test_fork(void) {
     freer_t f;
     pthread_t t;
     freer_start(&f, &t, p, NB);
-    for (int i = 0; i < NB; i++) free(q[i]);   /* this thread's batch for q's heap */
+    for (int i = 0; i < NB; i++) free(q[i]);   /* remote frees by the forking thread */
     pid_t pid = chk_fork(20);
     if (pid == 0) {
         hakmem_collect();
@@ -160,9 +159,9 @@ static void test_fork(void) {
            (unsigned long long)(base - NB));
 }
 
-/* A public heap's blocks freed by another thread are not held back in a
- * batch: destroyed with them freed, the heap's memory serves the next heap,
- * and the freeing thread's later exit must not give any of it back. */
+/* A public heap's blocks freed by another thread, then the heap destroyed:
+ * its memory serves the next heap, and the freeing thread's later exit must
+ * not give any of it back (no block handed out twice, none changed). */
 static void test_destroy(void) {
     NEED_HAKMEM();
     enum { N = 100, M = 400 };
@@ -190,8 +189,7 @@ static void test_destroy(void) {
     hakmem_heap_destroy(h2);
 }
 
-/* Many threads free each other's blocks: every block comes back (the
- * batches fill, go at 62, at slot conflicts and at exit). */
+/* Many threads free each other's blocks: every block comes back. */
 enum { TH = 6, PER = 3000 };
 static void *blocks[TH][PER];
 static pthread_barrier_t bar;
@@ -233,7 +231,7 @@ static int misuse(const char *c) {
     pthread_t t;
     void *one[1] = { p };
     if (!strcmp(c, "twice_by_freer")) {
-        /* the freeing thread frees it twice: the second free sees the key */
+        /* the freeing thread frees it twice */
         memset(&f, 0, sizeof f);
         f.p = one; f.n = 1; f.twice = 1;
         pthread_mutex_init(&f.mu, NULL);
@@ -241,12 +239,11 @@ static int misuse(const char *c) {
         pthread_create(&t, NULL, freer_main, &f);
         pthread_join(t, NULL);   /* (aborts first) */
     } else if (!strcmp(c, "freer_then_owner")) {
-        /* freed into a batch still open, then by its owner */
+        /* freed by a thread that lives on, then by its owner */
         freer_start(&f, &t, one, 1);
         free(p);
     } else if (!strcmp(c, "sent_then_owner")) {
-        /* freed into a batch sent to the owner (at the freeing thread's
-         * exit) but not yet applied, then by its owner */
+        /* freed by a thread that has exited, then by its owner */
         freer_start(&f, &t, one, 1);
         freer_finish(&f, t);
         free(p);
@@ -254,7 +251,7 @@ static int misuse(const char *c) {
         freer_start(&f, &t, one, 1);
         sink = realloc(p, 100);
     } else {
-        fprintf(stderr, "test_rbatch: unknown case '%s'\n", c);
+        fprintf(stderr, "test_remote: unknown case '%s'\n", c);
         return 2;
     }
     printf("SURVIVED\n");

@@ -233,7 +233,7 @@ static int misuse(const char *c) {
     if (!strcmp(c, "twice_by_freer")) {
         /* the freeing thread frees it twice */
         memset(&f, 0, sizeof f);
-        f.p = one; f.n = 1; f.twice = 1;
+        f.p = one; f.n = 1; f.twice = 1; f.go = 1;   /* (it does not wait) */
         pthread_mutex_init(&f.mu, NULL);
         pthread_cond_init(&f.cv, NULL);
         pthread_create(&t, NULL, freer_main, &f);

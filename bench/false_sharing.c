@@ -17,10 +17,13 @@
  *   thread_line_shares = the same count for objects that the workers
  *       allocate themselves, interleaved in time (batches of 8 between
  *       barriers): 0 means the allocator never puts small blocks of two
- *       threads on one cache line (active false sharing).  Not timed.
+ *       threads on one cache line (active false sharing).
+ *   pinned            = workers pinned to a CPU of their own while there
+ *       are CPUs (pin_worker); 0 on a single-CPU machine.
  */
 #include "bench_common.h"
 #include <pthread.h>
+#include <sched.h>
 
 typedef struct obj_s {
     unsigned char *p;
@@ -39,16 +42,46 @@ typedef struct worker_s {
     long nobj;
     uint64_t sum;
     int id;
+    int pinned;
     obj_t *own;  /* objects this worker allocates itself (active phase) */
 } worker_t;
 
 static long g_writes;
 static pthread_barrier_t g_start, g_step;
+static cpu_set_t g_cpus;   /* the CPUs the process may run on */
+static int g_ncpus;        /* how many; worker i runs on the (i % g_ncpus)-th */
+
+/* Pin the calling worker to one CPU of the process's set, a different one
+ * for each worker while there are CPUs: the workers then always run at
+ * once, and every write to a line that two workers share costs the line's
+ * transfer -- what the benchmark measures.  Unpinned, the scheduler
+ * sometimes ran both workers on one CPU of the 2-core machine, which hides
+ * the sharing: false_sharing_t2's runs fell into two groups, about 0.065 s
+ * and about 0.38 s, under every allocator (results/latest_runs.csv of
+ * 2026-11-25), and the verdict had a CV of 33-47 %.  Returns 1 if pinned. */
+static int pin_worker(int id)
+{
+    if (g_ncpus < 2)
+        return 0;
+    int want = id % g_ncpus, seen = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &g_cpus))
+            continue;
+        if (seen++ == want) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+        }
+    }
+    return 0;
+}
 
 static void *worker(void *arg)
 {
     worker_t *w = (worker_t *)arg;
     long pass, i;
+    w->pinned = pin_worker(w->id);
     pthread_barrier_wait(&g_start);
     for (pass = 0; pass < g_writes; pass++) {
         for (i = 0; i < w->nobj; i++) {
@@ -134,6 +167,7 @@ int main(int argc, char **argv)
     pthread_t *tid;
     bench_rng_t rng;
     uint64_t shares, sum = 0;
+    int pinned = 0;
     double t0, t1;
     int t;
 
@@ -172,6 +206,8 @@ int main(int argc, char **argv)
         o->objs[o->nobj++] = all[i];
     }
 
+    if (sched_getaffinity(0, sizeof g_cpus, &g_cpus) == 0)
+        g_ncpus = CPU_COUNT(&g_cpus);
     pthread_barrier_init(&g_start, NULL, (unsigned)threads + 1);
     pthread_barrier_init(&g_step, NULL, (unsigned)threads);
     for (t = 0; t < threads; t++)
@@ -182,6 +218,7 @@ int main(int argc, char **argv)
     for (t = 0; t < threads; t++) {
         pthread_join(tid[t], NULL);
         sum += w[t].sum;
+        pinned += w[t].pinned;
     }
     t1 = bench_now();
     pthread_barrier_destroy(&g_start);
@@ -197,8 +234,8 @@ int main(int argc, char **argv)
     free(w);
     free(tid);
     bench_result("false_sharing", threads, (uint64_t)total * (uint64_t)g_writes, t1 - t0,
-                 "objects=%ld cache_line_shares=%llu shared_objects=%ld thread_line_shares=%llu checksum=%llu",
+                 "objects=%ld cache_line_shares=%llu shared_objects=%ld thread_line_shares=%llu pinned=%d checksum=%llu",
                  total, (unsigned long long)shares, shared_objects, (unsigned long long)thread_shares,
-                 (unsigned long long)(sum & 0xffff));
+                 pinned, (unsigned long long)(sum & 0xffff));
     return 0;
 }

@@ -95,6 +95,10 @@ hak_page_kind_t hak_class_kind(unsigned cls);
  * size is hak_medium_class[(size - 1) >> 8] (hak_size.c) */
 extern const uint8_t hak_medium_class[HAK_MEDIUM_MAX >> 8] __attribute__((visibility("hidden")));
 unsigned hak_kind_shift(hak_page_kind_t kind);   /* log2 of the page size */
+/* The classes heap->direct serves, 16 B .. HAK_DIRECT_MAX, and the last
+ * direct[] index of each: hak_class_size(cls) >> 4 (hak_size.c) */
+#define HAK_DIRECT_CLASSES 40u
+extern const uint8_t hak_direct_hi[HAK_DIRECT_CLASSES] __attribute__((visibility("hidden")));
 
 /* ---- options (hak_options.c) ---- */
 typedef struct hak_options_s {

@@ -13,11 +13,10 @@ static hak_page_queue_t *hak_queue_of(hak_heap_t *heap, hak_page_t *page) {
 }
 
 void hak_queue_set_direct(hak_heap_t *heap, unsigned cls) {
-    if (cls > hak_size_class(HAK_DIRECT_MAX)) return;   /* a constant: no call for the classes above */
-    size_t hi_size = hak_class_size(cls);
+    if (cls >= HAK_DIRECT_CLASSES) return;   /* a constant: no call for the classes above */
     /* direct[0], size 0, stays the empty page: malloc(0) takes the slow path
      * to a block that faults when touched (hak_zero.c) */
-    size_t lo = cls == 0 ? 1 : (hak_class_size(cls - 1) >> 4) + 1, hi = hi_size >> 4;
+    size_t lo = cls == 0 ? 1 : (size_t)hak_direct_hi[cls - 1] + 1, hi = hak_direct_hi[cls];
     hak_page_t *page = heap->queues[cls].first ? heap->queues[cls].first : &hak_page_empty;
     for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
 }
@@ -354,6 +353,21 @@ void hak_page_sampled_again(hak_heap_t *heap, hak_page_t *page) {
  * hak_page_unfull); the walk stays bounded. */
 #define HAK_QUEUE_KEEP_FULL 2
 
+/* A new page for class cls, first in its queue. */
+static hak_page_t *hak_find_page_new(hak_heap_t *heap, unsigned cls) {
+    hak_page_t *page = hak_segment_page_alloc(heap, cls);
+    /* the decay's due purge after the take, not before: it never purges
+     * the dirty slot the class is about to take back (which the take
+     * prefers: hak_segment_page_alloc) */
+    hak_segment_purge_due(heap, false);
+    if (!page) return NULL;
+    hak_queue_push(heap, page, true);
+    hak_page_extend(page);
+    hak_stat_inc(heap->st_refills[cls]);
+    hak_page_check(page);
+    return page;
+}
+
 static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     if (cls > HAK_CLASS_MEDIUM_LAST) {   /* a large class */
         /* a class whose page emptied at most HAK_LARGE_CYCLE requests of a
@@ -366,9 +380,34 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     }
     hak_heap_process_delayed(heap);
     hak_page_queue_t *q = &heap->queues[cls];
+    hak_page_t *page = q->first, *extendable = NULL;
+    if (cls < HAK_DIRECT_CLASSES) {
+        /* A class served by heap->direct: only its first page hands out
+         * blocks, and a page joins the queue with blocks (a fresh page, or a
+         * free into a full one: hak_page_unfull), so the page after a dry
+         * first one has blocks at hand, and the switch is no walk.  A dry
+         * page leaves for the full queue at once; one with a never-used tail
+         * goes to the back, carved only when no page of the class has a
+         * freed block (the carved, touched memory then follows the class's
+         * real peak); each page is looked at once. */
+        while ((page = q->first) != NULL) {
+            hak_page_free_collect(page);
+            if (page->free) break;
+            if (page->capacity < page->reserved) {
+                if (page == extendable || page->next == NULL) { hak_page_extend(page); break; }
+                if (!extendable) extendable = page;
+                hak_queue_remove(heap, page);
+                hak_queue_push(heap, page, false);
+            } else if (!hak_page_to_full(heap, page)) {
+                hak_page_free_collect(page);   /* a remote free came first */
+                if (page->free) break;
+            }
+        }
+        if (page) { hak_page_check(page); return page; }
+        return hak_find_page_new(heap, cls);
+    }
     /* Reuse freed blocks of any page before carving fresh memory from one:
      * the carved (touched) memory then follows the class's real peak. */
-    hak_page_t *page = q->first, *extendable = NULL;
     unsigned kept = 0;
     while (page) {
         hak_page_t *next = page->next;
@@ -393,19 +432,8 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
         page = extendable;
         hak_page_extend(page);
     }
-    if (page) {
-        if (q->first != page) { hak_queue_remove(heap, page); hak_queue_push(heap, page, true); }
-    } else {
-        page = hak_segment_page_alloc(heap, cls);
-        /* the decay's due purge after the take, not before: it never purges
-         * the dirty slot the class is about to take back (which the take
-         * prefers: hak_segment_page_alloc) */
-        hak_segment_purge_due(heap, false);
-        if (!page) return NULL;
-        hak_queue_push(heap, page, true);
-        hak_page_extend(page);
-        hak_stat_inc(heap->st_refills[cls]);
-    }
+    if (!page) return hak_find_page_new(heap, cls);
+    if (q->first != page) { hak_queue_remove(heap, page); hak_queue_push(heap, page, true); }
     hak_page_check(page);
     return page;
 }

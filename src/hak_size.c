@@ -42,3 +42,15 @@ const uint8_t hak_medium_class[HAK_MEDIUM_MAX >> 8] = {
     HAK_SC64(0) HAK_SC64(64) HAK_SC64(128) HAK_SC64(192)
 };
 _Static_assert(HAK_MEDIUM_MAX >> 8 == 256 && HAK_DIRECT_MAX % 256 == 0, "hak_medium_class covers 2..64 KiB");
+
+/* The last heap->direct[] index of each class that has one (direct[i] serves
+ * sizes up to i * 16): class_size(cls) / 16, as constants, so that a change
+ * of a class's first page costs its stores and no size arithmetic. */
+#define HAK_DCS(c) ((c) < 8 ? ((c) + 1) * 16 : (9 + ((c) - 8) % 8) << (4 + ((c) < 8 ? 0 : ((c) - 8) / 8)))
+#define HAK_DHI(c) (uint8_t)(HAK_DCS(c) >> 4),
+#define HAK_DHI8(c) HAK_DHI(c) HAK_DHI(c + 1) HAK_DHI(c + 2) HAK_DHI(c + 3) \
+                    HAK_DHI(c + 4) HAK_DHI(c + 5) HAK_DHI(c + 6) HAK_DHI(c + 7)
+const uint8_t hak_direct_hi[HAK_DIRECT_CLASSES] = {
+    HAK_DHI8(0) HAK_DHI8(8) HAK_DHI8(16) HAK_DHI8(24) HAK_DHI8(32)
+};
+_Static_assert(HAK_DCS(HAK_DIRECT_CLASSES - 1) == HAK_DIRECT_MAX, "hak_direct_hi ends at HAK_DIRECT_MAX");

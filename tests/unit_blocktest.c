@@ -73,6 +73,23 @@ static void test_medium_class_table(void) {
     CHECK(bad == 0);
 }
 
+/* hak_queue_set_direct's table: each direct class's last heap->direct[]
+ * index is its size / 16, and every size up to HAK_DIRECT_MAX lands in the
+ * entries of its own class (direct[(size + 15) >> 4], the fast path's). */
+static void test_direct_table(void) {
+    CHECK(hak_size_class(HAK_DIRECT_MAX) == HAK_DIRECT_CLASSES - 1);
+    for (unsigned cls = 0; cls < HAK_DIRECT_CLASSES; cls++)
+        CHECKF(hak_direct_hi[cls] == hak_class_size(cls) >> 4, "class %u: %u", cls, hak_direct_hi[cls]);
+    int bad = 0;
+    for (size_t size = 1; size <= HAK_DIRECT_MAX; size++) {
+        size_t i = (size + 15) >> 4;
+        unsigned cls = hak_size_class(size);
+        bool in = i <= hak_direct_hi[cls] && (cls == 0 || i > hak_direct_hi[cls - 1]);
+        if (!in && bad++ < 3) CHECKF(0, "size %zu: entry %zu outside class %u's", size, i, cls);
+    }
+    CHECK(bad == 0);
+}
+
 /* the constants hak_find_page tests classes against agree with
  * hak_class_kind */
 static void test_class_kind_bounds(void) {
@@ -88,6 +105,7 @@ int main(int argc, char **argv) {
     RUN_TEST(every_class);
     RUN_TEST(capacity_zero_accepts_nothing);
     RUN_TEST(medium_class_table);
+    RUN_TEST(direct_table);
     RUN_TEST(class_kind_bounds);
     return check_exit_code();
 }

@@ -177,6 +177,42 @@ static inline void chk_wait(pid_t pid, const char *what, long k)
                WEXITSTATUS(st));
 }
 
+/* In a child: write 32 bytes at `at` by memcpy (through a volatile pointer,
+ * so the copy is not folded away), or one byte by a store, then exit 0 --
+ * the attack of the far-write tests, whose status says whether it faulted. */
+static inline void chk_far_write(char *at, int by_memcpy)
+{
+    static const char src[32] = "far away";
+    void *(*volatile copy)(void *, const void *, size_t) = memcpy;
+    if (by_memcpy)
+        copy(at, src, 32);
+    else
+        *(volatile char *)at = 'x';
+    _exit(0);
+}
+
+/* hakmem's size classes (hak_size.c), up to 119 of them into out: 16..128
+ * in steps of 16, then 8 classes per power of two up to 2 MiB. */
+static inline size_t chk_class_sizes(size_t *out)
+{
+    size_t k = 0;
+    for (size_t s = 16; s <= 128; s += 16)
+        out[k++] = s;
+    for (size_t base = 128; base < ((size_t)2 << 20); base *= 2)
+        for (size_t j = 1; j <= 8; j++)
+            out[k++] = base + j * (base / 8);
+    return k;
+}
+
+/* The status of child pid (waitpid, retried on EINTR); 0 if it is gone. */
+static inline int chk_status(pid_t pid)
+{
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return st;
+}
+
 static inline int check_exit_code(void) { return chk_total_failed ? 1 : 0; }
 
 #endif /* HAK_TEST_CHECK_H */

@@ -353,15 +353,6 @@ static void test_shrink_over_old_words(void) {
 
 /* ---- new blocks are zero (issue 37) ---- */
 
-/* Every size class's slot size (hak_size.c): 16..128 in steps of 16, then 8
- * classes per power of two up to 2 MiB. */
-static size_t class_sizes(size_t *out) {
-    size_t k = 0;
-    for (size_t s = 16; s <= 128; s += 16) out[k++] = s;
-    for (size_t base = 128; base < ((size_t)2 << 20); base *= 2)
-        for (size_t j = 1; j <= 8; j++) out[k++] = base + j * (base / 8);
-    return k;
-}
 
 /* The first non-zero byte of [p, p + n), or -1. */
 static long first_nonzero(const unsigned char *p, size_t n) {
@@ -422,7 +413,7 @@ static void test_zero_after_reuse(void) {
  * the old canary, and shrinking and growing again: the bytes the block
  * gains are zero too. */
 static void test_zero_every_class(void) {
-    size_t cls[128], ncls = class_sizes(cls), reused = 0, total = 0;
+    size_t cls[128], ncls = chk_class_sizes(cls), reused = 0, total = 0;
     for (size_t c = 0; c < ncls; c++) {
         size_t s = cls[c], prev = c ? cls[c - 1] : 0;
         size_t ns[2] = { s - 8, prev + 1 > 8 ? prev + 1 - 8 : 1 };
@@ -548,17 +539,15 @@ static int far_write(size_t n, int before, int by_memcpy) {
         char *p = v[k / 2];
         char *at = before ? p - ((size_t)1 << 20) - 32 : p + n + ((size_t)1 << 20);
         static const char src[32] = "far away";
-        if (by_memcpy) memcpy(at, src, 32);
+        if (by_memcpy) memcpy(at, src, 32);   /* (inlined: the checked memcpy would report it first) */
         else *(volatile char *)at = 'x';
         _exit(0);
     }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    return st;
+    return chk_status(pid);
 }
 
 static void test_far_writes(void) {
-    size_t cls[128], ncls = class_sizes(cls), n_sizes = 0;
+    size_t cls[128], ncls = chk_class_sizes(cls), n_sizes = 0;
     static size_t sizes[160];
     for (size_t c = 0; c < ncls; c++) sizes[n_sizes++] = cls[c] - 8;
     static const size_t huge[] = { (size_t)1 << 20, (size_t)3 << 19, (size_t)3 << 20, (size_t)5 << 20 };

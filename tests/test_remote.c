@@ -91,6 +91,14 @@ static void freer_start(freer_t *f, pthread_t *t, void **p, int n) {
     while (!f->freed) pthread_cond_wait(&f->cv, &f->mu);
     pthread_mutex_unlock(&f->mu);
 }
+/* The live blocks now; then NB blocks of 48 bytes into p, freed by a thread
+ * that stays (freer_finish ends it). */
+static uint64_t freed_by_thread(freer_t *f, pthread_t *t, void **p) {
+    uint64_t base = live_blocks();
+    for (int i = 0; i < NB; i++) p[i] = malloc(48);
+    freer_start(f, t, p, NB);
+    return base;
+}
 static void freer_finish(freer_t *f, pthread_t t) {
     pthread_mutex_lock(&f->mu);
     f->go = 1;
@@ -106,11 +114,9 @@ static void test_exit(void) {
     void *p[NB];
     warm_threads(2);
     hakmem_collect();
-    uint64_t base = live_blocks();
-    for (int i = 0; i < NB; i++) p[i] = malloc(48);
     freer_t f;
     pthread_t t;
-    freer_start(&f, &t, p, NB);
+    uint64_t base = freed_by_thread(&f, &t, p);
     freer_finish(&f, t);
     hakmem_collect();   /* this thread's own heap first */
     uint64_t after = live_blocks();
@@ -133,11 +139,9 @@ static void test_fork(void) {
     pthread_create(&a, NULL, alloc_n, q);   /* q: blocks of another heap (an exited thread's) */
     pthread_join(a, NULL);
     hakmem_collect();
-    uint64_t base = live_blocks();
-    for (int i = 0; i < NB; i++) p[i] = malloc(48);
     freer_t f;
     pthread_t t;
-    freer_start(&f, &t, p, NB);
+    uint64_t base = freed_by_thread(&f, &t, p);
     for (int i = 0; i < NB; i++) free(q[i]);   /* remote frees by the forking thread */
     pid_t pid = chk_fork(20);
     if (pid == 0) {

@@ -178,13 +178,11 @@ static void hak_report_fault(const void *ctx, int kind) {
     else if (kind == HAK_FAULT_ZERO)
         hak_message("hakmem: next: the first frame above touched a block of size 0; give the block the bytes "
                     "the program uses (addr2line -f -i -e FILE ADDRESS gives a frame's source line)\n");
-    else if (HAK_HARDENED_ENABLED)
+    else   /* HAK_FAULT_FAR; the hardened build checks the copies already */
         hak_message("hakmem: next: the first frame above made the bad access: look for an index or a length far "
-                    "out of bounds there (addr2line -f -i -e FILE ADDRESS gives a frame's source line)\n");
-    else
-        hak_message("hakmem: next: the first frame above made the bad access: look for an index or a length far "
-                    "out of bounds there (addr2line -f -i -e FILE ADDRESS gives a frame's source line); hakmem run "
-                    "--hardened checks every copy (memcpy, memset, strcpy, ...) against the block it writes to\n");
+                    "out of bounds there (addr2line -f -i -e FILE ADDRESS gives a frame's source line)%s\n",
+                    HAK_HARDENED_ENABLED ? "" : "; hakmem run --hardened checks every copy (memcpy, memset, "
+                                                "strcpy, ...) against the block it writes to");
     hak_reporting = 0;
 }
 

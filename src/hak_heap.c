@@ -42,10 +42,6 @@ hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT_COUNT - 1] = &hak_pa
 #endif
 static _Atomic unsigned hak_next_tag = HAK_TEST_TAG_START;
 
-/* heap->state values of a fork child, besides hak_types.h's three */
-#define HAK_HEAP_FORKED 3   /* its thread did not survive the fork; not yet checked (hak_fork_settle) */
-#define HAK_HEAP_LOST   4   /* ... and caught inside an operation: never adopted or swept */
-
 static _Atomic size_t hak_abandoned_count;     /* heaps no thread owns: ABANDONED, or BUSY (swept, lent) */
 static _Atomic size_t hak_forked_count;        /* FORKED heaps (a fork child's) */
 static pthread_key_t hak_thread_key;

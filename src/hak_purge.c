@@ -756,12 +756,31 @@ static pthread_mutex_t hak_purger_lock = PTHREAD_MUTEX_INITIALIZER;
 _Atomic(hak_heap_t *) hak_heaps_all;
 hak_heap_t *hak_heap_list(void) { return atomic_load_explicit(&hak_heaps_all, memory_order_acquire); }
 
+/* A fork child's heap that the fork left without its thread and nobody has
+ * checked yet (FORKED), or that the check found caught inside an operation
+ * (LOST): the purger and malloc_trim leave it alone.  The check
+ * (hak_fork_settle, on the child's first adoption or sweep) reads the
+ * heap's slot lock and segment lists unlocked, to tell a thread the fork
+ * left inside them: a purge of the heap under way at that moment made the
+ * check call a sound heap LOST.  The child's purger starts with the child
+ * and purges every heap that is due, so a child whose first new thread
+ * settled while the purger held one of those locks made a new heap for
+ * that thread (lifecycle.nokey.purger.fork_adopt: "4 new threads made 2
+ * new heaps").  The check stores ABANDONED (release) after its reads, so
+ * a heap seen in any other state is past it.  A FORKED heap's free slots
+ * wait for the settle, as they do without the purger. */
+static bool hak_purge_leaves(const hak_heap_t *heap) {
+    int st = atomic_load_explicit(&heap->state, memory_order_acquire);
+    return st == HAK_HEAP_FORKED || st == HAK_HEAP_LOST;
+}
+
 /* One round over every heap and the caches; returns the earliest time
  * something else comes due (0: nothing dirty anywhere). */
 static uint64_t hak_purge_round(uint64_t now) {
     uint64_t next = 0;
 #define HAK_NEXT(t) do { uint64_t t_ = (t); if (t_ && (next == 0 || t_ < next)) next = t_; } while (0)
     for (hak_heap_t *heap = hak_heap_list(); heap; heap = heap->next_all) {
+        if (hak_purge_leaves(heap)) continue;
         uint64_t due = __atomic_load_n(&heap->purge_due_ms, __ATOMIC_SEQ_CST);
         if (due == 0) continue;
         if (now < due) { HAK_NEXT(due); continue; }
@@ -784,8 +803,11 @@ void hak_purge_all_heaps(void) {
     pthread_mutex_lock(&hak_purger_lock);
     uint64_t now = hak_os_now_ms();
     for (hak_heap_t *heap = hak_heap_list(); heap; heap = heap->next_all) {
+        if (hak_purge_leaves(heap)) continue;
         /* an owner holds its lock briefly; a heap whose lock stays taken
-         * belongs to a thread that forked away (the child has no such thread) */
+         * belongs to a thread that forked away (the child has no such
+         * thread; its heap is LOST once settled, and the callers settle
+         * first) */
         bool locked = false;
         for (int i = 0; i < 1000 && !(locked = hak_slots_trylock(heap)); i++) hak_slots_wait();
         if (!locked) continue;

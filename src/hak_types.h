@@ -289,6 +289,9 @@ typedef struct hak_segment_list_s {
 #define HAK_HEAP_OWNED     0
 #define HAK_HEAP_ABANDONED 1
 #define HAK_HEAP_BUSY      2   /* abandoned, being swept by another thread */
+/* ... and in a fork child (hak_heap.c, "fork") */
+#define HAK_HEAP_FORKED    3   /* its thread did not survive the fork; not yet checked (hak_fork_settle) */
+#define HAK_HEAP_LOST      4   /* ... and caught inside an operation: never adopted, swept or purged */
 
 /* hak_heap_t -- per-thread allocation state.
  * Invariants:

@@ -108,6 +108,7 @@ void hak_process_init(void) {
     if (atomic_compare_exchange_strong(&hak_init_state, &expected, 1)) {
         hak_segment_hooks.collect = hak_heap_collect;   /* before any heap exists */
         hak_segment_hooks.sweep = hak_sweep_abandoned;
+        hak_segment_init();
         hak_options_init();
         hak_foreign_init();
         /* HAK_TEST_NO_THREAD_KEY (tests/lifecycle.mk): a test build that

@@ -434,6 +434,7 @@ void hak_segment_purge_due(hak_heap_t *heap, bool force);
 void hak_segment_release_empty(hak_heap_t *heap);
 void hak_segment_lock_for_fork(void);
 void hak_segment_unlock_after_fork(bool child);
+void  hak_segment_init(void);                   /* its crash hook (hak_process_init) */
 void  hak_segment_set_slices(hak_segment_t *seg);
 void  hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls);
 bool  hak_segment_span_grow(hak_heap_t *heap, hak_page_t *page, unsigned cls);  /* false: no room */

@@ -130,12 +130,14 @@ static bool hak_segment_unreached(const void *addr, uintptr_t *base, size_t *rea
     return true;
 }
 
+/* The crash report's hook, before the first segment (hak_process_init). */
+void hak_segment_init(void) { hak_crash_unreached = hak_segment_unreached; }
+
 /* A fresh segment's reach: 0, all accessible but not yet guarded -- its
  * first page (the same call's) sets it, with the guard of the rest, in one
  * mprotect.  (The hardened build: its first MiB, where its pages lie,
  * decommitted past it already by hak_segment_alloc.) */
 static void hak_segment_reach_fresh(hak_segment_t *seg) {
-    __atomic_store_n(&hak_crash_unreached, hak_segment_unreached, __ATOMIC_RELAXED);   /* (any thread's) */
     seg->reach = HAK_HARDENED_ENABLED ? (uint32_t)HAK_HARDENED_USED : 0;
 }
 

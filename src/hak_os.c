@@ -278,20 +278,15 @@ void hak_os_decommit(void *p, size_t size) {
  * unguard makes it readable and writable again.  mprotect, counted; false
  * if the kernel refused (ENOMEM at the map count limit, EPERM from a
  * seccomp filter): then nothing changed. */
-bool hak_os_guard(void *p, size_t size) {
+static bool hak_os_protect(void *p, size_t size, int prot) {
     int saved = errno;
     hak_count(mprotect_calls);
-    bool ok = mprotect(p, size, PROT_NONE) == 0;
+    bool ok = mprotect(p, size, prot) == 0;
     errno = saved;
     return ok;
 }
-bool hak_os_unguard(void *p, size_t size) {
-    int saved = errno;
-    hak_count(mprotect_calls);
-    bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
-    errno = saved;
-    return ok;
-}
+bool hak_os_guard(void *p, size_t size) { return hak_os_protect(p, size, PROT_NONE); }
+bool hak_os_unguard(void *p, size_t size) { return hak_os_protect(p, size, PROT_READ | PROT_WRITE); }
 
 /* Zero [p, p + size) (page-aligned, private anonymous memory, readable and
  * writable) without faulting in the pages its last owner never touched (the

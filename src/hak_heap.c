@@ -64,9 +64,9 @@ static void *hak_meta_alloc(size_t size) {
     /* page-aligned: a heap's first page holds all a new thread touches
      * first (hak_heap_t); the rest of its last page stays untouched */
     size_t page = hak_os_page_size();
-    size = (size + page - 1) & ~(page - 1);
+    size = hak_round_up(size, page);
     pthread_mutex_lock(&hak_meta_lock);
-    hak_meta_cur = (uint8_t *)(((uintptr_t)hak_meta_cur + page - 1) & ~(uintptr_t)(page - 1));
+    hak_meta_cur = (uint8_t *)hak_round_up((uintptr_t)hak_meta_cur, page);
     if (hak_meta_cur > hak_meta_end) hak_meta_cur = hak_meta_end;
     if ((size_t)(hak_meta_end - hak_meta_cur) < size) {
         size_t chunk = size + page > ((size_t)256 << 10) ? size + page : ((size_t)256 << 10);

@@ -38,3 +38,4 @@ attack: release hardened attack-bins
 
 # suite_attack.sh runs them under the release, debug and hardened builds
 TEST_DEPS += $(ATTACK_BINS)
+test-bins: $(ATTACK_BINS)

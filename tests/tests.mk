@@ -4,7 +4,8 @@
 #   make test        install missing Debian packages (tools/install-deps.sh),
 #                    build the library, the bench deps and every test binary,
 #                    then run tests/run_tests.sh (last line "N passed, N failed")
-#   make test-bins   only build the test binaries
+#   make test-bins   only build the test binaries (with the stats library and
+#                    the attack programs, which suites use too)
 #
 # Binaries (all in build/tests/):
 #   test_api, test_stress           plain builds: run on glibc or under LD_PRELOAD
@@ -103,6 +104,7 @@ test-run: release debug $$(TEST_DEPS) $$(TEST_BINS)
 
 # the stats build and the misuse tests (suite_misuse.sh)
 TEST_DEPS += $(BUILD)/stats/libhakmem.so $(BUILD)/stats/$(SONAME) $(TEST_OUT)/test_misuse $(TEST_OUT)/test_stale_keys
+test-bins: $(BUILD)/stats/libhakmem.so $(BUILD)/stats/$(SONAME)
 
 # Further test makefiles (tests/*.mk), one per concern: each adds its binaries
 # to TEST_DEPS and documents its own targets.

@@ -49,6 +49,18 @@ static void hak_queue_push(hak_heap_t *heap, hak_page_t *page, bool front) {
 
 void hak_queue_push_back(hak_heap_t *heap, hak_page_t *page) { hak_queue_push(heap, page, false); }
 
+/* The first page of a class queue with more than one page goes to its
+ * back.  heap->direct does not follow: the caller sets it once, after its
+ * last move (hak_find_page). */
+static void hak_queue_rotate(hak_page_queue_t *q, hak_page_t *page) {
+    q->first = page->next;
+    q->first->prev = NULL;
+    page->next = NULL;
+    page->prev = q->last;
+    q->last->next = page;
+    q->last = page;
+}
+
 /* first, the first page of q, and its successor second change places.  For
  * classes above HAK_DIRECT_MAX only: heap->direct does not follow. */
 static void hak_queue_swap_first(hak_page_queue_t *q, hak_page_t *first, hak_page_t *second) {
@@ -390,19 +402,25 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
          * goes to the back, carved only when no page of the class has a
          * freed block (the carved, touched memory then follows the class's
          * real peak); each page is looked at once. */
+        bool rotated = false;
         while ((page = q->first) != NULL) {
             hak_page_free_collect(page);
-            if (page->free) break;
+            if (page->free) { page->rotated = 0; break; }
             if (page->capacity < page->reserved) {
                 if (page == extendable || page->next == NULL) { hak_page_extend(page); break; }
                 if (!extendable) extendable = page;
-                hak_queue_remove(heap, page);
-                hak_queue_push(heap, page, false);
+                hak_queue_rotate(q, page);
+                rotated = true;
+            } else if (!page->rotated && page->next != NULL) {
+                page->rotated = 1;
+                hak_queue_rotate(q, page);
+                rotated = true;
             } else if (!hak_page_to_full(heap, page)) {
                 hak_page_free_collect(page);   /* a remote free came first */
                 if (page->free) break;
             }
         }
+        if (rotated) hak_queue_set_direct(heap, cls);
         if (page) { hak_page_check(page); return page; }
         return hak_find_page_new(heap, cls);
     }

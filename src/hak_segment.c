@@ -328,7 +328,10 @@ void hak_segment_init_page(hak_segment_t *seg, hak_page_t *page, unsigned cls) {
     page->rotated = 0;
     page->class_idx = (uint8_t)cls;
     page->kind = seg->kind;
-    page->in_use = 1;
+    /* hak_page_reclass formats a page that is in use already, outside the
+     * slot lock the purger reads in_use under (hak_slot_clean): no store
+     * then (TSan: tsan.stress.purger.clean) */
+    if (!page->in_use) page->in_use = 1;
     page->start = start;
     page->block_size = bsize;
     page->reserved = (uint32_t)(len / bsize);

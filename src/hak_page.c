@@ -396,12 +396,14 @@ static HAK_NOINLINE hak_page_t *hak_find_page(hak_heap_t *heap, unsigned cls) {
     if (cls < HAK_DIRECT_CLASSES) {
         /* A class served by heap->direct: only its first page hands out
          * blocks, and a page joins the queue with blocks (a fresh page, or a
-         * free into a full one: hak_page_unfull), so the page after a dry
-         * first one has blocks at hand, and the switch is no walk.  A dry
-         * page leaves for the full queue at once; one with a never-used tail
-         * goes to the back, carved only when no page of the class has a
-         * freed block (the carved, touched memory then follows the class's
-         * real peak); each page is looked at once. */
+         * free into a full one: hak_page_unfull), so the switch is no walk.
+         * A dry page goes once to the back (page->rotated), where frees
+         * reach it on the fast path while the pages before it are used; dry
+         * again when it comes round, it leaves for the full queue.  One with
+         * a never-used tail goes to the back too, carved only when no page
+         * of the class has a freed block (the carved, touched memory then
+         * follows the class's real peak).  Each page is looked at at most
+         * twice; direct[] is rewritten once, after the last move. */
         bool rotated = false;
         while ((page = q->first) != NULL) {
             hak_page_free_collect(page);

@@ -646,7 +646,6 @@ static void hak_segment_slot_back(hak_heap_t *heap, hak_page_t *page, uint64_t n
     hak_count_page(page->class_idx, -1, page->area);
     page->free = page->local_free = NULL;
     page->used = 0;
-    page->rotated = 0;
     HAK_SET_RELAXED(page->capacity, 0);   /* no block of a released slot passes a free check */
     hak_page_set_flags(page, 0);
     seg->used_pages--;

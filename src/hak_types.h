@@ -188,7 +188,8 @@ typedef struct hak_page_s {
     _Atomic uint8_t flags;           /* HAK_PAGE_*; read by validation (relaxed) */
     uint8_t  in_use;
     uint8_t  rotated;                /* a direct class's dry page sent once to its queue's back
-                                        (hak_find_page); cleared when it hands out blocks */
+                                        (hak_find_page); cleared when its collected frees make it
+                                        the first page again, and when the slot gets a class */
     uint64_t local_limit;            /* see above; 0 sends every free to the slow path (owner only) */
     uint64_t local_magic;            /* == div_magic, here so that the fast free's block test
                                         reads no line but this one */

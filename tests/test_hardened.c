@@ -353,7 +353,6 @@ static void test_shrink_over_old_words(void) {
 
 /* ---- new blocks are zero (issue 37) ---- */
 
-
 /* The first non-zero byte of [p, p + n), or -1. */
 static long first_nonzero(const unsigned char *p, size_t n) {
     for (size_t i = 0; i < n; i++)

@@ -136,7 +136,6 @@ static int seg_layout(uintptr_t seg, size_t *accessible) {
 
 /* ---- far writes ---- */
 
-
 /* a child: one block of n bytes, then one write `how` far from it; its status */
 static int far_write(size_t n, int how) {
     pid_t pid = chk_fork(30);

@@ -138,6 +138,8 @@ HAK_INLINE void hak_free_remote(hak_heap_t *owner, hak_page_t *page, hak_block_t
         if (hak_likely(!(tf & HAK_TF_NOTIFY)) && hak_likely(hak_remote_try_push(page, b, &tf))) {
             hak_stat_inc(self->st_remote[cls]);
             if (HAK_STATS_FULL_ENABLED) hak_stat_inc(self->st_frees[cls]);
+            if (hak_unlikely(atomic_load_explicit(&owner->state, memory_order_relaxed) == HAK_HEAP_ABANDONED))
+                hak_heap_empty.follow(owner);
             return;
         }
     }

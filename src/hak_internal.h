@@ -261,7 +261,7 @@ typedef struct hak_counters_s {
      * touched or purged, purged cached segments, no-access reservations
      * (hak_limit.c: resident = mapped - clean) */
     _Atomic uint64_t bytes_clean;
-    _Atomic uint64_t heaps_created, heaps_adopted, heaps_reclaimed;
+    _Atomic uint64_t heaps_created, heaps_adopted, heaps_reclaimed, heaps_followed;
     _Atomic uint64_t class_pages[HAK_CLASS_COUNT], class_pages_peak[HAK_CLASS_COUNT];
     /* bytes of pages in use (their blocks' area) and of huge mappings in
      * use, and the peak: counted where class_pages are, and by

@@ -367,9 +367,10 @@ static void hak_report(hak_sink_t *k) {
     if (s.full_counters)
         hak_line(k, "hakmem:   huge blocks: %lu allocations, %lu frees\n",
                  (unsigned long)s.huge_allocations, (unsigned long)s.huge_frees);
-    hak_line(k, "hakmem:   heaps created %lu, adopted %lu, reclaimed from ended threads %lu; slow allocations %lu; "
-             "remote frees %lu (CAS retries %lu)\n",
+    hak_line(k, "hakmem:   heaps created %lu, adopted %lu (%lu by a thread freeing into them), reclaimed from ended "
+             "threads %lu; slow allocations %lu; remote frees %lu (CAS retries %lu)\n",
              (unsigned long)s.heaps_created, (unsigned long)s.heaps_adopted,
+             (unsigned long)HAK_LOAD(hak_counters.heaps_followed),
              (unsigned long)HAK_LOAD(hak_counters.heaps_reclaimed),
              (unsigned long)s.slow_allocs, (unsigned long)s.remote_frees,
              (unsigned long)s.remote_free_retries);

@@ -364,6 +364,7 @@ typedef struct hak_heap_s {
      * demand (hak_heap_for_thread). */
     void *(*first_malloc)(size_t size);
     struct hak_heap_s *(*thread_heap)(void);
+    void (*follow)(struct hak_heap_s *owner);
     /* The arrays a class at a time, last: a heap is page-aligned
      * (hak_heap_make), and a new thread's first allocations touch only the
      * page of everything above and the entries of the classes they use

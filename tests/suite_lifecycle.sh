@@ -40,8 +40,8 @@ lc() {
 
 lc lifecycle.tag.release "$LC/tag/libhakmem.so" -- -s 3 tag_overflow
 lc lifecycle.tag.debug "$LC/tagdbg/libhakmem.so" -- -s 2 tag_overflow
-lc lifecycle.release "$REL_SO" -- late_dtor fork_stats fork_adopt fork_chain fork_busy
-lc lifecycle.debug "$DBG_SO" -- late_dtor fork_adopt fork_chain fork_busy
+lc lifecycle.release "$REL_SO" -- late_dtor fork_stats fork_adopt fork_chain fork_busy follow
+lc lifecycle.debug "$DBG_SO" -- late_dtor fork_adopt fork_chain fork_busy follow
 lc lifecycle.nokey "$LC/nokey/libhakmem.so" -- late_dtor fork_adopt
 # the same thread-exit and fork tests with the background purger running
 P=HAKMEM_BACKGROUND_PURGE=1

@@ -17,6 +17,10 @@
  *                  frees what they published, starts threads, trims
  *   fork_chain     a chain of fork generations, each starting threads that
  *                  hold blocks across the fork: heaps and RSS stay flat
+ *   follow         a thread that frees many blocks of an exited thread takes
+ *                  that thread's abandoned heap (its next malloc of the class
+ *                  comes from the exited thread's segment); freeing a few, or
+ *                  the blocks of a thread that still runs, takes nothing
  * Each test runs in this process (fork tests fork children) and prints one
  * PASS/FAIL/SKIP line (tests/check.h).  No timing asserts: a child that
  * deadlocks dies by alarm() and is reported by its signal.
@@ -738,6 +742,103 @@ static void test_fork_chain(void)
            res.rss_first, res.rss_last);
 }
 
+/* ====================== follow ====================== */
+/* A filler thread allocates FO_BLOCKS blocks; a taker thread, which made its
+ * own heap first (it allocated before the filler started), frees them all
+ * and then mallocs one block of the class.  The block comes from the
+ * filler's segment exactly when the taker took the filler's heap: after the
+ * filler exited (its heap abandoned), and only once the taker had freed
+ * enough of its blocks (HAK_FOLLOW_FREES, 256: FO_FEW frees take nothing).
+ * Segments are 4 MiB-aligned and belong to one heap each. */
+enum { FO_BLOCKS = 1024, FO_FEW = 64, FO_SIZE = 48 };
+static void *fo_blocks[FO_BLOCKS];
+static pthread_barrier_t fo_bar;
+static int fo_filler_waits;   /* the filler stays alive until the taker is done */
+static int fo_bad;
+
+static void *fo_filler(void *arg)
+{
+    for (int i = 0; i < FO_BLOCKS; i++)
+        if (!(fo_blocks[i] = palloc(FO_SIZE, (uint64_t)i)))
+            fo_bad++;
+    if (fo_filler_waits) {
+        pthread_barrier_wait(&fo_bar);   /* filled */
+        pthread_barrier_wait(&fo_bar);   /* the taker is done */
+    }
+    return arg;
+}
+
+/* frees the first n blocks, then: does a malloc of the class come from the
+ * filler's segment? */
+static int fo_take(int n)
+{
+    uintptr_t seg = (uintptr_t)fo_blocks[0] >> 22;
+    for (int i = 0; i < n; i++) {
+        if (!pcheck(fo_blocks[i], FO_SIZE, (uint64_t)i))
+            fo_bad++;
+        free(fo_blocks[i]);
+    }
+    void *p = malloc(FO_SIZE);
+    int same = p && (uintptr_t)p >> 22 == seg;
+    free(p);
+    return same;
+}
+
+struct fo_case { int filler_alive, frees, same; };
+static void *fo_taker(void *arg)
+{
+    struct fo_case *c = arg;
+    void *own = malloc(FO_SIZE);   /* a heap of its own, made before the filler's */
+    pthread_t f;
+    fo_filler_waits = c->filler_alive;
+    if (pthread_create(&f, NULL, fo_filler, NULL) != 0) {
+        fo_bad++;
+        free(own);
+        return NULL;
+    }
+    if (c->filler_alive)
+        pthread_barrier_wait(&fo_bar);
+    else
+        pthread_join(f, NULL);   /* the filler exited: its heap is abandoned */
+    c->same = fo_take(c->frees);
+    if (c->filler_alive) {
+        pthread_barrier_wait(&fo_bar);
+        pthread_join(f, NULL);
+    }
+    for (int i = c->frees; i < FO_BLOCKS; i++)
+        free(fo_blocks[i]);
+    free(own);
+    return NULL;
+}
+
+static int fo_run(int filler_alive, int frees)
+{
+    struct fo_case c = { filler_alive, frees, -1 };
+    pthread_t t;
+    CHECK(pthread_barrier_init(&fo_bar, NULL, 2) == 0);
+    CHECK(pthread_create(&t, NULL, fo_taker, &c) == 0);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&fo_bar);
+    return c.same;
+}
+
+static void test_follow(void)
+{
+    if (!stats_get)
+        SKIP_TEST("not running under hakmem");
+    int exited_many = fo_run(0, FO_BLOCKS);
+    int exited_few = fo_run(0, FO_FEW);
+    int alive_many = fo_run(1, FO_BLOCKS);
+    CHECKF(fo_bad == 0, "%d blocks failed or were corrupted", fo_bad);
+    CHECKF(exited_many == 1, "a thread that freed %d blocks of an exited thread did not take its heap",
+           FO_BLOCKS);
+    CHECKF(exited_few == 0, "a thread that freed only %d blocks of an exited thread took its heap", FO_FEW);
+    CHECKF(alive_many == 0, "a thread took the heap of a thread that still runs");
+    printf("# follow: exited, %d frees: %s; exited, %d frees: %s; alive, %d frees: %s\n", FO_BLOCKS,
+           exited_many ? "taken" : "not taken", FO_FEW, exited_few ? "taken" : "not taken", FO_BLOCKS,
+           alive_many ? "taken" : "not taken");
+}
+
 int main(int argc, char **argv)
 {
     const char *tests[16];
@@ -767,6 +868,7 @@ int main(int argc, char **argv)
         T(fork_adopt);
         T(fork_busy);
         T(fork_chain);
+        T(follow);
         else {
             fprintf(stderr, "unknown test %s\n", tests[i]);
             return 2;

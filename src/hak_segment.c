@@ -220,6 +220,11 @@ static hak_segment_t *hak_segment_alloc(hak_heap_t *heap, unsigned cls, uint64_t
     if (!seg) {
         seg = hak_os_map_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
         if (!seg) return NULL;
+        /* no transparent huge pages, whatever the system's mode: a segment
+         * is filled and purged a 4 KiB OS page at a time, and with THP
+         * "always" a 2 MiB page under a few small pages multiplied RSS
+         * (docs/memory-return.md, "Transparent huge pages") */
+        (void)hak_os_hugepage(seg, HAK_SEGMENT_SIZE, false);
         /* the hardened build: a guard page between the header and the
          * pages, kept while the segment is cached (where it lies does not
          * depend on the kind); not with OS pages larger than the guard */

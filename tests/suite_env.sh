@@ -21,7 +21,8 @@
 #                       (env.fork.purger.*: again with HAKMEM_BACKGROUND_PURGE=1)
 #   env.ulimit.*        under ulimit -v: NULL + ENOMEM, never a crash; recovery
 #   env.thp_MODE.*      transparent huge pages always / madvise (switched via
-#                       /sys when writable, restored after; SKIP when not)
+#                       /sys when writable, restored after; SKIP when not), and
+#                       memory return under each mode (env.thp_MODE.memreturn.*)
 # Helpers are built by mk/compat.mk into build/compat/ (rebuilt if stale).
 source "$(dirname "$0")/lib.sh"
 
@@ -533,6 +534,15 @@ if [[ -r $THP ]]; then
             THP_ORIG=$cur
         fi
         run_bin "env.thp_$mode" 60 env LD_PRELOAD="$REL_SO" "$C/thp" "env.thp_$mode"
+        # memory return under the mode: with THP "always" a 2 MiB page under
+        # a segment's few small pages multiplied RSS (before segments asked
+        # for MADV_NOHUGEPAGE: medium_steady grew 24.7 MB against 10 allowed)
+        for t in medium_steady medium_carve_one free_all_floor; do
+            if need "env.thp_$mode.memreturn.$t" "$T/test_memreturn"; then
+                run_bin "env.thp_$mode.memreturn.$t" 120 env LD_PRELOAD="$REL_SO" "$T/test_memreturn" \
+                    -p "env.thp_$mode.memreturn" --expect-hakmem --only $t
+            fi
+        done
         restore_thp
     done
 else

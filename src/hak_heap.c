@@ -309,6 +309,17 @@ static void hak_thread_register(hak_heap_t *heap) {
     }
 }
 
+/* This thread takes heap, already OWNED by its CAS: its token, its TLS
+ * (the heap before the tag: a free in a signal handler between the two
+ * stores takes the slow path), its exit handler. */
+static void hak_heap_own(hak_heap_t *heap) {
+    hak_alive_claim(&heap->owner_alive);
+    atomic_fetch_add_explicit(&hak_heaps_taken, 1, memory_order_relaxed);
+    hak_tls.heap = heap;
+    hak_tls.tag = hak_fast_tag(heap);
+    hak_thread_register(heap);
+}
+
 hak_heap_t *hak_heap_for_thread(void) {
     hak_process_init();
     if (hak_tls.heap != &hak_heap_empty) return hak_tls.heap;
@@ -319,11 +330,7 @@ hak_heap_t *hak_heap_for_thread(void) {
     if (hak_tls_exiting) return &hak_heap_empty;
     hak_heap_t *heap = hak_heap_acquire(HAK_HEAP_OWNED, NULL);
     if (!heap) return NULL;
-    hak_alive_claim(&heap->owner_alive);
-    atomic_fetch_add_explicit(&hak_heaps_taken, 1, memory_order_relaxed);
-    hak_tls.heap = heap;
-    hak_tls.tag = hak_fast_tag(heap);
-    hak_thread_register(heap);
+    hak_heap_own(heap);
     return heap;
 }
 
@@ -339,10 +346,12 @@ hak_heap_t *hak_heap_for_thread(void) {
  * same ABANDONED heap -- a predecessor's working set, not a handful of
  * blocks left in a mailbox (churn_mixed's 63 lost 3-30 % at 16) -- and at
  * most once in a thread's life, so no thread moves back and forth.  The
- * heap given up is collected and abandoned as at thread exit; the heap
- * taken is collected when it first needs new memory, as any adopted heap.
- * Not for a thread without a heap (its first heap comes from
- * hak_heap_for_thread) or after its exit handler. */
+ * heap given up is collected and abandoned as at thread exit, after this
+ * thread's TLS names the new one (as at exit, where the TLS is reset first:
+ * an allocation in a signal handler never uses a heap another thread may
+ * have adopted); the heap taken is collected when it first needs new
+ * memory, as any adopted heap.  Not for a thread without a heap (its first
+ * heap comes from hak_heap_for_thread) or after its exit handler. */
 #define HAK_FOLLOW_FREES 256
 static HAK_TLS hak_heap_t *hak_tls_follow_target;
 static HAK_TLS uint32_t hak_tls_follow_count;
@@ -356,16 +365,12 @@ static void hak_heap_follow(hak_heap_t *owner) {
     }
     if (++hak_tls_follow_count < HAK_FOLLOW_FREES || !hak_heap_take(owner, HAK_HEAP_OWNED)) return;
     hak_tls_followed = true;
-    hak_heap_collect(self, false);
-    hak_alive_release(&self->owner_alive);
-    hak_heap_abandon(self);
-    hak_alive_claim(&owner->owner_alive);
-    atomic_fetch_add_explicit(&hak_heaps_taken, 1, memory_order_relaxed);
     hak_count(heaps_adopted);
     hak_count(heaps_followed);
-    hak_tls.heap = owner;
-    hak_tls.tag = hak_fast_tag(owner);
-    hak_thread_register(owner);
+    hak_heap_collect(self, false);
+    hak_heap_own(owner);
+    hak_alive_release(&self->owner_alive);
+    hak_heap_abandon(self);
 }
 
 /* malloc for a thread whose exit handler ran (hak_tls_exiting): borrow an
